@@ -1,0 +1,50 @@
+# evoskill: `make run` and `make test` set everything up on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+EXTRAS ?= dev,envs
+
+.PHONY: run test install protos lint typecheck bench clean up down status
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==23.2.1 >/dev/null 2>&1 || true
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/evoskill run
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check services tests
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q
+
+protos: $(STAMP)
+	$(PY) -m evoskill.platform.protogen
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check services tests
+	$(VENV)/bin/ruff format --check services tests || true
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[$(EXTRAS),bench]'
+	$(VENV)/bin/evoskill bench planner --json bench-planner.json
+
+up: $(STAMP)
+	$(VENV)/bin/evoskill up
+
+down: $(STAMP)
+	$(VENV)/bin/evoskill down
+
+status: $(STAMP)
+	$(VENV)/bin/evoskill status
+
+clean:
+	rm -rf $(VENV) .evoskill .pytest_cache .mypy_cache .ruff_cache

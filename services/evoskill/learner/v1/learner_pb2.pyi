@@ -1,0 +1,73 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TrainRequest(_message.Message):
+    __slots__ = ("steps", "batch_size", "online_fraction", "seed")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    steps: int
+    batch_size: int
+    online_fraction: float
+    seed: int
+    def __init__(self, steps: _Optional[int] = ..., batch_size: _Optional[int] = ..., online_fraction: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class TrainReply(_message.Message):
+    __slots__ = ("policy_version", "losses", "samples")
+    class LossesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    policy_version: str
+    losses: _containers.ScalarMap[str, float]
+    samples: int
+    def __init__(self, policy_version: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., samples: _Optional[int] = ...) -> None: ...
+
+class GetPolicyRequest(_message.Message):
+    __slots__ = ("version",)
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    def __init__(self, version: _Optional[str] = ...) -> None: ...
+
+class PolicyInfo(_message.Message):
+    __slots__ = ("version", "onnx_path", "onnx_model", "created_unix_ms", "metrics")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ONNX_PATH_FIELD_NUMBER: _ClassVar[int]
+    ONNX_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    onnx_path: str
+    onnx_model: bytes
+    created_unix_ms: int
+    metrics: _containers.ScalarMap[str, float]
+    def __init__(self, version: _Optional[str] = ..., onnx_path: _Optional[str] = ..., onnx_model: _Optional[bytes] = ..., created_unix_ms: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class ListPoliciesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPoliciesReply(_message.Message):
+    __slots__ = ("policies",)
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    policies: _containers.RepeatedCompositeFieldContainer[PolicyInfo]
+    def __init__(self, policies: _Optional[_Iterable[_Union[PolicyInfo, _Mapping]]] = ...) -> None: ...

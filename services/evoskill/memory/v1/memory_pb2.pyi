@@ -1,0 +1,86 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Experience(_message.Message):
+    __slots__ = ("id", "goal", "state", "action", "template", "feedback", "reward", "success", "env_spec", "episode_id", "step_index", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    goal: str
+    state: str
+    action: str
+    template: str
+    feedback: str
+    reward: float
+    success: bool
+    env_spec: str
+    episode_id: str
+    step_index: int
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., goal: _Optional[str] = ..., state: _Optional[str] = ..., action: _Optional[str] = ..., template: _Optional[str] = ..., feedback: _Optional[str] = ..., reward: _Optional[float] = ..., success: _Optional[bool] = ..., env_spec: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class StoreRequest(_message.Message):
+    __slots__ = ("experiences",)
+    EXPERIENCES_FIELD_NUMBER: _ClassVar[int]
+    experiences: _containers.RepeatedCompositeFieldContainer[Experience]
+    def __init__(self, experiences: _Optional[_Iterable[_Union[Experience, _Mapping]]] = ...) -> None: ...
+
+class StoreReply(_message.Message):
+    __slots__ = ("stored",)
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    stored: int
+    def __init__(self, stored: _Optional[int] = ...) -> None: ...
+
+class RetrieveRequest(_message.Message):
+    __slots__ = ("goal", "state", "limit", "recall", "reward_weight", "diversity", "env_spec")
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    REWARD_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    DIVERSITY_FIELD_NUMBER: _ClassVar[int]
+    ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
+    goal: str
+    state: str
+    limit: int
+    recall: int
+    reward_weight: float
+    diversity: float
+    env_spec: str
+    def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ...) -> None: ...
+
+class ScoredExperience(_message.Message):
+    __slots__ = ("experience", "score")
+    EXPERIENCE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    experience: Experience
+    score: float
+    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ...) -> None: ...
+
+class RetrieveReply(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ScoredExperience]
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredExperience, _Mapping]]] = ...) -> None: ...

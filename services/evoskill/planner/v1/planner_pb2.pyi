@@ -1,0 +1,124 @@
+from evoskill.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SearchConfig(_message.Message):
+    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed")
+    NUM_SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
+    C_PUCT_FIELD_NUMBER: _ClassVar[int]
+    DIRICHLET_ALPHA_FIELD_NUMBER: _ClassVar[int]
+    DIRICHLET_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    GAMMA_FIELD_NUMBER: _ClassVar[int]
+    VALUE_MIX_FIELD_NUMBER: _ClassVar[int]
+    EARLY_STOP_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    num_simulations: int
+    c_puct: float
+    dirichlet_alpha: float
+    dirichlet_weight: float
+    rollout_depth: int
+    gamma: float
+    value_mix: float
+    early_stop_fraction: float
+    max_children: int
+    agent: str
+    policy_version: str
+    batch_size: int
+    seed: int
+    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("session_id", "config")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    config: SearchConfig
+    def __init__(self, session_id: _Optional[str] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ...) -> None: ...
+
+class ActionStat(_message.Message):
+    __slots__ = ("action", "visits", "q", "prior")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    VISITS_FIELD_NUMBER: _ClassVar[int]
+    Q_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    visits: int
+    q: float
+    prior: float
+    def __init__(self, action: _Optional[str] = ..., visits: _Optional[int] = ..., q: _Optional[float] = ..., prior: _Optional[float] = ...) -> None: ...
+
+class TreeStats(_message.Message):
+    __slots__ = ("simulations", "nodes", "max_depth", "env_steps", "transposition_hits", "early_stopped", "seconds")
+    SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRANSPOSITION_HITS_FIELD_NUMBER: _ClassVar[int]
+    EARLY_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    simulations: int
+    nodes: int
+    max_depth: int
+    env_steps: int
+    transposition_hits: int
+    early_stopped: bool
+    seconds: float
+    def __init__(self, simulations: _Optional[int] = ..., nodes: _Optional[int] = ..., max_depth: _Optional[int] = ..., env_steps: _Optional[int] = ..., transposition_hits: _Optional[int] = ..., early_stopped: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class SearchReply(_message.Message):
+    __slots__ = ("action", "root", "root_value", "stats")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    ROOT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    root: _containers.RepeatedCompositeFieldContainer[ActionStat]
+    root_value: float
+    stats: TreeStats
+    def __init__(self, action: _Optional[str] = ..., root: _Optional[_Iterable[_Union[ActionStat, _Mapping]]] = ..., root_value: _Optional[float] = ..., stats: _Optional[_Union[TreeStats, _Mapping]] = ...) -> None: ...
+
+class PlayEpisodeRequest(_message.Message):
+    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id")
+    ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    FOLD_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    env_spec: str
+    seed: int
+    fold: str
+    max_steps: int
+    config: SearchConfig
+    episode_id: str
+    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ...) -> None: ...
+
+class EpisodeUpdate(_message.Message):
+    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_REWARD_FIELD_NUMBER: _ClassVar[int]
+    ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    step_index: int
+    action: str
+    observation: _common_pb2.Observation
+    search: SearchReply
+    finished: bool
+    total_reward: float
+    env_steps: int
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,222 @@
+"""Typed configuration: every setting, its default and its meaning, in one place.
+
+Settings come from (highest first) keyword arguments, environment variables `EVOSKILL_<GROUP>__<NAME>`
+(e.g. `EVOSKILL_NATS__URL`), an optional YAML/TOML file named by `EVOSKILL_CONFIG_FILE`, then defaults.
+`evoskill config` prints the effective values. Pointing at external servers is configuration only:
+set `nats.url`, `temporal.address` and `qdrant.url` and the embedded stack does not start them.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
+
+
+class NatsSettings(BaseModel):
+    url: str = Field("", description="External NATS URL; empty = the embedded nats-server")
+    port: int = Field(4222, description="Port of the embedded nats-server")
+    stream: str = Field("EVOSKILL", description="JetStream stream holding every evoskill subject")
+    subject_prefix: str = Field("evoskill", description="Prefix of every subject")
+    max_deliver: int = Field(5, description="Deliveries before a failing message goes to the dead-letter subject")
+    backoff_s: list[float] = Field(
+        default_factory=lambda: [0.2, 1.0, 5.0], description="Redelivery delays after a failure (seconds)"
+    )
+    ack_wait_s: float = Field(30.0, description="Seconds a consumer may hold a message before redelivery")
+    max_age_s: float = Field(7 * 24 * 3600.0, description="Retention of stream messages (seconds)")
+
+
+class TemporalSettings(BaseModel):
+    address: str = Field("", description="External Temporal frontend host:port; empty = the embedded dev server")
+    port: int = Field(7233, description="Port of the embedded Temporal dev server")
+    ui_port: int = Field(0, description="Port of the embedded Temporal UI (0 = headless)")
+    namespace: str = Field("default", description="Temporal namespace")
+    task_queue: str = Field("evoskill", description="Task queue of the orchestrator worker")
+
+
+class QdrantSettings(BaseModel):
+    url: str = Field("", description="External Qdrant URL; empty = local mode on disk under the state folder")
+    collection: str = Field("experiences", description="Collection of experience units")
+    api_key: str = Field("", description="API key for an external Qdrant")
+
+
+class TelemetrySettings(BaseModel):
+    otlp_endpoint: str = Field("", description="OTLP/gRPC collector endpoint; empty = no export")
+    console: bool = Field(False, description="Also print spans to stderr (debugging)")
+    enabled: bool = Field(True, description="Create spans and propagate trace context")
+
+
+class ServiceEndpoint(BaseModel):
+    host: str = Field("127.0.0.1", description="Address the service binds to and is reached at")
+    port: int = Field(0, description="gRPC port")
+
+    @property
+    def target(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class GrpcSettings(BaseModel):
+    deadline_s: float = Field(10.0, description="Default deadline of every client call (seconds)")
+    retries: int = Field(3, description="Attempts for calls that are safe to retry")
+    shutdown_grace_s: float = Field(5.0, description="Seconds in-flight calls get on shutdown")
+
+
+class SandboxSettings(BaseModel):
+    step_timeout_s: float = Field(10.0, description="A step that takes longer fails and its worker is replaced")
+    memory_mb: int = Field(2048, description="Address-space cap of each environment worker (MiB)")
+    step_quota: int = Field(100_000, description="Steps a session may take, search included")
+    max_sessions: int = Field(256, description="Open sessions before the oldest idle one is closed")
+    fault_probability: float = Field(0.0, description="Probability that a step fails with an injected fault")
+    fault_timeout_probability: float = Field(0.0, description="Probability that a step times out (injected)")
+    read_only: bool = Field(False, description="Refuse actions that change the world (dry-run mode)")
+
+
+class SearchSettings(BaseModel):
+    """Seed 000 §4: MCTS parameters (defaults inside the suggested ranges)."""
+
+    num_simulations: int = Field(64, description="Simulations per real step (seed range 50-2000)")
+    c_puct: float = Field(1.414, description="Exploration weight of PUCT (1.0-2.5)")
+    dirichlet_alpha: float = Field(0.3, description="Dirichlet noise concentration at the root")
+    dirichlet_weight: float = Field(0.25, description="Share of the root prior replaced by noise")
+    rollout_depth: int = Field(10, description="Steps of a rollout from a leaf (5-20)")
+    gamma: float = Field(0.97, description="Discount factor (0.95-0.99)")
+    value_mix: float = Field(0.0, description="Leaf value = mix*value_fn + (1-mix)*rollout")
+    early_stop_fraction: float = Field(0.8, description="Stop when one root action holds this share of visits")
+    max_children: int = Field(0, description="Progressive widening cap on children per node (0 = off)")
+    batch_size: int = Field(8, description="Leaves evaluated together under virtual loss")
+    max_episode_steps: int = Field(50, description="Real steps before an episode is cut off")
+
+
+class RewardSettings(BaseModel):
+    """Seed 000 §3.2 dense terms and seed 004 §5.3 dimensions."""
+
+    tool_success: float = Field(0.1, description="A tool call (action) that succeeded")
+    result_used: float = Field(0.2, description="An action whose result a later action used")
+    task_completed: float = Field(1.0, description="The task was completed")
+    error_or_loop: float = Field(-0.1, description="An error or a useless repeated action")
+    final_answer_correct: float = Field(2.0, description="The final answer (won) was correct")
+    score_gain: float = Field(1.0, description="Weight of the environment's own score gain")
+    external_failure_scale: float = Field(0.25, description="Penalty scale for failures not caused by the agent")
+    completion_weight: float = Field(1.0, description="Weight of the completion dimension")
+    efficiency_weight: float = Field(0.1, description="Weight of the efficiency dimension")
+    safety_weight: float = Field(0.5, description="Weight of the safety dimension")
+    curiosity_weight: float = Field(0.0, description="Weight of the curiosity bonus")
+
+
+class LearnerSettings(BaseModel):
+    """Seed 000 §4 training parameters."""
+
+    lr: float = Field(3e-4, description="Adam learning rate (1e-5 - 1e-3)")
+    batch_size: int = Field(32, description="Replay batch size (16-64)")
+    entropy_coef: float = Field(0.01, description="Entropy regularisation (0.01-0.1)")
+    value_coef: float = Field(0.5, description="Weight of value regression")
+    pg_coef: float = Field(0.5, description="Weight of the policy-gradient term")
+    contrastive_coef: float = Field(0.1, description="Weight of the skill-embedding contrastive term")
+    grad_clip: float = Field(1.0, description="Gradient norm clip")
+    replay_capacity: int = Field(10_000, description="Replay buffer capacity (1000-10000)")
+    online_fraction: float = Field(0.5, description="Share of each batch drawn from fresh online experience")
+    epochs: int = Field(10, description="Outer-loop epochs (10-100)")
+    tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="EVOSKILL_", env_nested_delimiter="__", extra="ignore")
+
+    state_dir: Path = Field(Path(".evoskill"), description="Project state folder (data, logs, pids, lock)")
+    host: str = Field("127.0.0.1", description="Address embedded servers bind to")
+    nats: NatsSettings = Field(default_factory=NatsSettings)  # type: ignore[arg-type]
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)  # type: ignore[arg-type]
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)  # type: ignore[arg-type]
+    grpc: GrpcSettings = Field(default_factory=GrpcSettings)  # type: ignore[arg-type]
+    sandbox_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50061))
+    reward_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50062))
+    memory_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50063))
+    planner_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50064))
+    learner_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50065))
+    orchestrator_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50066))
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)  # type: ignore[arg-type]
+    search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
+    reward: RewardSettings = Field(default_factory=RewardSettings)  # type: ignore[arg-type]
+    learner: LearnerSettings = Field(default_factory=LearnerSettings)  # type: ignore[arg-type]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    def endpoint(self, service: str) -> ServiceEndpoint:
+        if service not in SERVICES:
+            raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+        endpoint: ServiceEndpoint = getattr(self, f"{service}_endpoint")
+        return endpoint
+
+    @property
+    def nats_url(self) -> str:
+        return self.nats.url or f"nats://{self.host}:{self.nats.port}"
+
+    @property
+    def temporal_address(self) -> str:
+        return self.temporal.address or f"{self.host}:{self.temporal.port}"
+
+    @property
+    def qdrant_path(self) -> Path:
+        return self.state_dir / "qdrant"
+
+    def subject(self, name: str) -> str:
+        return f"{self.nats.subject_prefix}.{name}"
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """Reads the file named by EVOSKILL_CONFIG_FILE (YAML or TOML), if any."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        name = os.environ.get("EVOSKILL_CONFIG_FILE", "")
+        if not name:
+            return {}
+        path = Path(name)
+        if not path.is_file():
+            raise FileNotFoundError(f"EVOSKILL_CONFIG_FILE={name} does not exist")
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"{name}: expected a mapping of settings at the top level")
+        return data
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def describe(model: type[BaseModel] = Settings, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted name, default, meaning) of every setting, for `evoskill config` and the docs."""
+    rows: list[tuple[str, str, str]] = []
+    instance = model() if model is not Settings else Settings.model_construct()
+    for name, field in model.model_fields.items():
+        value = getattr(instance, name, None)
+        if isinstance(value, BaseModel):
+            rows += describe(type(value), f"{prefix}{name}.") if not isinstance(value, ServiceEndpoint) else [
+                (f"{prefix}{name}.{k}", repr(getattr(value, k)), f.description or "")
+                for k, f in ServiceEndpoint.model_fields.items()
+            ]
+        else:
+            rows.append((f"{prefix}{name}", repr(value), field.description or ""))
+    return rows

@@ -1,0 +1,94 @@
+from evoskill.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ("env_spec", "seed", "fold", "episode_id", "step_quota", "gold_path")
+    ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    FOLD_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    GOLD_PATH_FIELD_NUMBER: _ClassVar[int]
+    env_spec: str
+    seed: int
+    fold: str
+    episode_id: str
+    step_quota: int
+    gold_path: bool
+    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_quota: _Optional[int] = ..., gold_path: _Optional[bool] = ...) -> None: ...
+
+class ResetRequest(_message.Message):
+    __slots__ = ("session_id", "seed", "fold")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    FOLD_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    seed: int
+    fold: str
+    def __init__(self, session_id: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ...) -> None: ...
+
+class SessionReply(_message.Message):
+    __slots__ = ("session_id", "episode_id", "observation", "gold_path", "actions")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    GOLD_PATH_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    episode_id: str
+    observation: _common_pb2.Observation
+    gold_path: _containers.RepeatedScalarFieldContainer[str]
+    actions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., episode_id: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., gold_path: _Optional[_Iterable[str]] = ..., actions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StepRequest(_message.Message):
+    __slots__ = ("session_id", "action", "publish")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    action: str
+    publish: bool
+    def __init__(self, session_id: _Optional[str] = ..., action: _Optional[str] = ..., publish: _Optional[bool] = ...) -> None: ...
+
+class StepReply(_message.Message):
+    __slots__ = ("transition",)
+    TRANSITION_FIELD_NUMBER: _ClassVar[int]
+    transition: _common_pb2.Transition
+    def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ...) -> None: ...
+
+class ValidActionsRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ValidActionsReply(_message.Message):
+    __slots__ = ("actions",)
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    actions: _containers.RepeatedCompositeFieldContainer[_common_pb2.Action]
+    def __init__(self, actions: _Optional[_Iterable[_Union[_common_pb2.Action, _Mapping]]] = ...) -> None: ...
+
+class ForkRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseSessionReply(_message.Message):
+    __slots__ = ("steps",)
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    steps: int
+    def __init__(self, steps: _Optional[int] = ...) -> None: ...
