@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Annotated
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.platform.config import describe
+from evoskill.platform.config import SERVICES, Settings, describe
 
 app = typer.Typer(help="evoskill: tool-using agents that improve their own skills.", no_args_is_help=True)
 console = Console()
+err = Console(stderr=True, soft_wrap=True)  # one line per error, never wrapped
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
 
 
 @app.command("config")
@@ -20,6 +36,175 @@ def config_cmd() -> None:
         table.add_row(name, default, meaning)
     console.print(table)
 
+
+@app.command()
+def serve(service: Annotated[str, typer.Argument(help=f"one of: {', '.join(SERVICES)}")]) -> None:
+    """Run one service in the foreground (what `evoskill up` starts for each service)."""
+    from evoskill.platform.service import run_service
+
+    if service not in SERVICES:
+        _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run_service(service, Settings()))
+
+
+@app.command()
+def health(service: Annotated[str, typer.Argument(help="service name")]) -> None:
+    """Exit 0 when the service answers SERVING (container health checks)."""
+    from evoskill.platform.rpc import check_health
+
+    settings = Settings()
+    ok = asyncio.run(check_health(settings.endpoint(service).target))
+    raise typer.Exit(0 if ok else 1)
+
+
+def _print_endpoints(settings: Settings) -> None:
+    from evoskill.stack.supervisor import read_state
+
+    state = read_state(settings) or {"components": []}
+    table = Table("component", "listens on", "pid", "log")
+    for c in state["components"]:
+        table.add_row(c["name"], c["address"], str(c["pid"]), c["log"] or "")
+    if settings.nats.url:
+        table.add_row("nats (external)", settings.nats.url, "", "")
+    if settings.temporal.address:
+        table.add_row("temporal (external)", settings.temporal.address, "", "")
+    table.add_row("qdrant", settings.qdrant.url or f"local mode: {settings.qdrant_path.resolve()}", "", "")
+    console.print(table)
+
+
+async def _start_stack(settings: Settings):  # type: ignore[no-untyped-def]
+    from evoskill.stack.supervisor import Stack, StackError
+
+    stack = Stack(settings)
+    try:
+        with console.status("starting nats-server, Temporal and the services…"):
+            await stack.start()
+    except StackError as exc:
+        _fail(str(exc))
+    return stack
+
+
+@app.command()
+def up(detach: Annotated[bool, typer.Option(help="return once healthy; stop with `evoskill down`")] = False) -> None:
+    """Start the embedded stack (nats-server, Temporal dev server, Qdrant local, every service)."""
+    settings = Settings()
+    if detach:
+        _up_detached(settings)
+        return
+
+    async def main() -> None:
+        stack = await _start_stack(settings)
+        _print_endpoints(settings)
+        console.print("[green]stack is up[/green]; Ctrl-C or `evoskill down` stops it")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        with console.status("stopping…"):
+            stack.stop()
+        console.print("stack stopped")
+
+    asyncio.run(main())
+
+
+def _up_detached(settings: Settings) -> None:
+    from evoskill.stack.supervisor import LOCK_FILE, read_state
+
+    state_dir = settings.state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "supervisor.log"
+    with log_path.open("ab") as out:
+        process = subprocess.Popen([sys.executable, "-m", "evoskill", "up"], stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            lines = log_path.read_text(errors="replace").strip().splitlines()
+            _fail(next((ln for ln in reversed(lines) if "error" in ln.lower()), f"supervisor exited ({LOCK_FILE})"))
+        state = read_state(settings)
+        if state and state.get("supervisor_pid") == process.pid:
+            _print_endpoints(settings)
+            console.print(f"[green]stack is up[/green] (supervisor pid {process.pid}); `evoskill down` stops it")
+            return
+        time.sleep(0.5)
+    process.terminate()
+    _fail("the stack did not come up within 180 s; see " + str(log_path))
+
+
+@app.command()
+def down(timeout: float = 60.0) -> None:
+    """Stop a stack started by `evoskill up` on this state folder."""
+    from evoskill.stack.supervisor import read_state
+
+    settings = Settings()
+    state = read_state(settings)
+    if state is None:
+        console.print("no stack is running on " + str(settings.state_dir.resolve()))
+        return
+    pid = int(state["supervisor_pid"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        # The supervisor died without cleaning up: stop what it left behind.
+        for c in state["components"]:
+            if c["pid"]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(int(c["pid"]), signal.SIGKILL)
+        (settings.state_dir.resolve() / "stack.json").unlink(missing_ok=True)
+        console.print("stack stopped (its supervisor had died)")
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and read_state(settings) is not None:
+        time.sleep(0.25)
+    if read_state(settings) is not None:
+        _fail(f"the stack (supervisor pid {pid}) did not stop within {timeout:.0f} s")
+    console.print("stack stopped")
+
+
+@app.command()
+def status() -> None:
+    """Show each component's health."""
+    from evoskill.stack.supervisor import component_health
+
+    settings = Settings()
+    rows = asyncio.run(component_health(settings))
+    table = Table("component", "address", "health")
+    for name, address, ok in rows:
+        table.add_row(name, address, "[green]SERVING[/green]" if ok else "[red]DOWN[/red]")
+    console.print(table)
+    raise typer.Exit(0 if all(ok for _, _, ok in rows) else 1)
+
+
+@app.command()
+def run() -> None:
+    """The main job: bring the stack up, run the current job through Temporal, stop cleanly."""
+    from evoskill.orchestrator.jobs import run_main_job
+
+    settings = Settings()
+
+    async def main() -> int:
+        stack = await _start_stack(settings)
+        try:
+            _print_endpoints(settings)
+            return await run_main_job(settings, console)
+        finally:
+            with console.status("stopping the stack…"):
+                stack.stop()
+            console.print("stack stopped")
+
+    raise typer.Exit(asyncio.run(main()))
+
+
+def _mount_optional() -> None:
+    with contextlib.suppress(ImportError):
+        from evoskill.bench import bench_app
+
+        app.add_typer(bench_app, name="bench", help="Benchmarks (planner, pipeline).")
+
+
+_mount_optional()
 
 if __name__ == "__main__":
     app()

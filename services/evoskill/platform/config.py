@@ -132,6 +132,9 @@ class Settings(BaseSettings):
 
     state_dir: Path = Field(Path(".evoskill"), description="Project state folder (data, logs, pids, lock)")
     host: str = Field("127.0.0.1", description="Address embedded servers bind to")
+    bind_host: str = Field(
+        "", description="Address services bind gRPC to (0.0.0.0 in containers); empty = their endpoint host"
+    )
     nats: NatsSettings = Field(default_factory=NatsSettings)  # type: ignore[arg-type]
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)  # type: ignore[arg-type]
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)  # type: ignore[arg-type]

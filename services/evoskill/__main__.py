@@ -1,0 +1,3 @@
+from evoskill.cli import app
+
+app()

@@ -1,0 +1,158 @@
+"""Curiosity bonuses (seed 000 §5.3, seed 004 §4.2): count-based novelty and dynamics-model surprise.
+
+Both are stateful (they learn what is familiar), so they live outside the pure `score_transition`; their
+bonus goes into the breakdown through `with_curiosity`, weighted by `curiosity_weight`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.reward.history import normalise, words
+from evoskill.core.reward.terms import total_of
+from evoskill.platform.config import RewardSettings
+from evoskill.reward.v1.reward_pb2 import RewardBreakdown
+
+
+def _digest(text: str, size: int = 16) -> bytes:
+    # hashlib, not hash(): Python salts str hashes per process, and keys must agree across services.
+    return hashlib.blake2b(text.encode(), digest_size=size).digest()
+
+
+def state_key(observation: Observation) -> str:
+    """A stable key of where the agent is: room description and inventory when the adapter gives them,
+    else the feedback text (which then carries the state)."""
+    parts = (observation.look, observation.inventory) if observation.look else (observation.text,)
+    return _digest("\x1f".join(normalise(p) for p in parts)).hex()
+
+
+class NoveltyCounter:
+    """Visit counts per state key; bonus = 1/sqrt(n) where n counts the visit being scored."""
+
+    def __init__(self, counts: Mapping[str, int] | None = None) -> None:
+        self.counts: dict[str, int] = dict(counts or {})
+
+    def peek(self, key: str) -> float:
+        """The bonus a visit would get now, without counting it (for search, which only imagines steps)."""
+        return 1.0 / math.sqrt(self.counts.get(key, 0) + 1)
+
+    def visit(self, key: str) -> float:
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return 1.0 / math.sqrt(self.counts[key])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NoveltyCounter:
+        return cls({str(k): int(v) for k, v in data["counts"].items()})
+
+
+def hashed_text_features(text: str, dim: int = 64) -> torch.Tensor:
+    """Bag of hashed words as a unit vector: cheap fixed-size features when no text embedder is at hand."""
+    vector = torch.zeros(dim)
+    for word in sorted(words(text)):
+        digest = _digest(word, 8)
+        index = int.from_bytes(digest[:4], "little") % dim
+        vector[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = vector.norm()
+    return vector / norm if norm > 0 else vector
+
+
+class DynamicsBatch(NamedTuple):
+    """Feature vectors, one row per transition: state, action -> next state."""
+
+    states: torch.Tensor
+    actions: torch.Tensor
+    next_states: torch.Tensor
+
+
+class ForwardModel(nn.Module):
+    """A tiny MLP predicting next-state features from state and action features."""
+
+    def __init__(self, state_dim: int, action_dim: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(state_dim + action_dim, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, state_dim),
+        )
+
+    def forward(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        prediction: torch.Tensor = self.net(torch.cat([states, actions], dim=-1))
+        return prediction
+
+
+class DynamicsCuriosity:
+    """Surprise of a forward model: bonus = tanh(‖pred − next‖² / (‖next‖² + eps)), in [0, 1).
+
+    The error is relative to the target's size so the bonus does not depend on the feature scale, and it
+    falls as the model learns a transition (familiar) while staying high for unseen ones (novel).
+    """
+
+    def __init__(
+        self, state_dim: int, action_dim: int, *, hidden: int = 64, lr: float = 1e-3, seed: int = 0
+    ) -> None:
+        self.state_dim, self.action_dim, self.hidden, self.lr = state_dim, action_dim, hidden, lr
+        with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
+            torch.manual_seed(seed)
+            self.model = ForwardModel(state_dim, action_dim, hidden)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+    def prediction_error(self, batch: DynamicsBatch) -> torch.Tensor:
+        """Relative squared error per row (differentiable)."""
+        states, actions, next_states = (torch.atleast_2d(t).float() for t in batch)
+        squared = (self.model(states, actions) - next_states).pow(2).sum(dim=-1)
+        return squared / (next_states.pow(2).sum(dim=-1) + 1e-6)
+
+    def bonus(self, batch: DynamicsBatch) -> torch.Tensor:
+        with torch.no_grad():
+            return torch.tanh(self.prediction_error(batch))
+
+    def update(self, batch: DynamicsBatch) -> float:
+        """One Adam step on the mean relative error; returns the loss before the step."""
+        loss = self.prediction_error(batch).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "dims": (self.state_dim, self.action_dim, self.hidden),
+            "lr": self.lr,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> DynamicsCuriosity:
+        state_dim, action_dim, hidden = state["dims"]
+        curiosity = cls(state_dim, action_dim, hidden=hidden, lr=state["lr"])
+        curiosity.model.load_state_dict(state["model"])
+        curiosity.optimizer.load_state_dict(state["optimizer"])
+        return curiosity
+
+
+def mix_bonuses(novelty: float, surprise: float, novelty_share: float = 0.5) -> float:
+    """One curiosity number from both signals (both lie in [0, 1])."""
+    return novelty_share * novelty + (1.0 - novelty_share) * surprise
+
+
+def with_curiosity(breakdown: RewardBreakdown, bonus: float, weights: RewardSettings) -> RewardBreakdown:
+    """A copy of `breakdown` whose curiosity is `bonus` and whose total is recomputed by the same formula,
+    so it equals `score_transition(..., curiosity=bonus)` bit for bit."""
+    combined = RewardBreakdown()
+    combined.CopyFrom(breakdown)
+    combined.curiosity = bonus
+    combined.total = total_of(combined, weights)
+    return combined

@@ -1,0 +1,168 @@
+"""The event bus: FastStream over NATS JetStream.
+
+One stream (`nats.stream`, default EVOSKILL) holds every subject under `evoskill.`; events are protobuf
+messages from `evoskill.events.v1` (one schema source). Consumers are durable pull consumers with
+explicit acks, so replicas of a service share the work. A failing message is redelivered with backoff
+up to `nats.max_deliver` times; a message that cannot be decoded, or that the handler rejects as bad
+input (`ValueError`), goes straight to the dead-letter subject `evoskill.dlq.<subject>` carrying the
+original payload, headers and the error, and the consumer keeps going. Trace context rides in the NATS
+headers (FastStream's NatsTelemetryMiddleware), so a consumer's span continues the publisher's trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from faststream import AckPolicy
+from faststream.nats import ConsumerConfig, JStream, NatsBroker, NatsMessage, PullSub, StreamConfig
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from google.protobuf.message import DecodeError, Message
+from nats.js.errors import BadRequestError
+from opentelemetry import trace
+
+from evoskill.events.v1 import events_pb2
+from evoskill.platform.config import Settings
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """Subject names (without the prefix) and the message type each carries."""
+
+    STEP_EXECUTED = "step.executed"
+    REWARD_SCORED = "reward.scored"
+    EPISODE_COMPLETED = "episode.completed"
+    SEARCH_STATS = "search.stats"
+    POLICY_PUBLISHED = "policy.published"
+    DLQ = "dlq"
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    Subjects.STEP_EXECUTED: events_pb2.StepExecuted,
+    Subjects.REWARD_SCORED: events_pb2.RewardScored,
+    Subjects.EPISODE_COMPLETED: events_pb2.EpisodeCompleted,
+    Subjects.SEARCH_STATS: events_pb2.SearchStats,
+    Subjects.POLICY_PUBLISHED: events_pb2.PolicyPublished,
+}
+
+
+class RejectMessage(ValueError):
+    """Raised by a handler for input it can never process: dead-lettered at once, not retried."""
+
+
+class Bus:
+    """A service's connection to the event bus."""
+
+    def __init__(self, settings: Settings, service: str) -> None:
+        self.settings = settings
+        self.service = service
+        self.prefix = settings.nats.subject_prefix
+        self.broker = NatsBroker(
+            settings.nats_url,
+            middlewares=[NatsTelemetryMiddleware(tracer_provider=trace.get_tracer_provider())],
+            logger=logging.getLogger(f"evoskill.{service}.bus"),
+            graceful_timeout=10.0,
+        )
+        # Declared by _ensure_stream, not by FastStream: it would narrow the subjects to the subscribed ones.
+        self.stream = JStream(name=settings.nats.stream, declare=False)
+        self.stream_config = StreamConfig(
+            name=settings.nats.stream, subjects=[f"{self.prefix}.>"], max_age=settings.nats.max_age_s
+        )
+
+    def subject(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    async def start(self) -> None:
+        await self.broker.connect()
+        await self._ensure_stream()
+        await self.broker.start()
+
+    async def stop(self) -> None:
+        await self.broker.stop()
+
+    async def _ensure_stream(self) -> None:
+        # Publishers may start before any consumer declared the stream; adding it is idempotent.
+        js = self.broker.config.connection_state.stream
+        try:
+            await js.add_stream(config=self.stream_config)
+        except BadRequestError:
+            await js.update_stream(config=self.stream_config)
+
+    async def publish(self, name: str, message: Message, headers: dict[str, str] | None = None) -> None:
+        """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack."""
+        await self.broker.publish(
+            message.SerializeToString(),
+            self.subject(name),
+            headers=headers,
+            stream=self.stream.name,
+            timeout=5.0,
+        )
+
+    def consumer(
+        self, name: str, message_type: type[M], durable: str | None = None
+    ) -> Callable[[Callable[[M], Awaitable[Any]]], Callable[[M], Awaitable[Any]]]:
+        """Register `handler(message)` as a durable consumer of `<prefix>.<name>`.
+
+        The handler is called with the decoded message; raising RejectMessage (or any ValueError)
+        dead-letters the message at once; any other exception is retried with backoff, then
+        dead-lettered when `nats.max_deliver` deliveries have failed.
+        """
+        durable = durable or f"{self.service}-{name.replace('.', '-')}"
+        nats = self.settings.nats
+
+        def register(handler: Callable[[M], Awaitable[Any]]) -> Callable[[M], Awaitable[Any]]:
+            @self.broker.subscriber(
+                self.subject(name),
+                stream=self.stream,
+                durable=durable,
+                pull_sub=PullSub(batch_size=16, timeout=1.0),
+                ack_policy=AckPolicy.MANUAL,
+                # Redelivery is bounded here (dead-letter after max_deliver), not by the server.
+                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=-1),
+            )
+            async def receive(msg: NatsMessage) -> None:
+                deliveries = int(msg.raw_message.metadata.num_delivered or 1)
+                try:
+                    decoded = message_type.FromString(msg.body)
+                except DecodeError as exc:
+                    reason = f"cannot decode {message_type.__name__}: {exc}"
+                    await self._dead_letter(msg, name, durable, deliveries, reason)
+                    return
+                try:
+                    await handler(decoded)
+                except ValueError as exc:
+                    await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
+                except Exception as exc:
+                    if deliveries >= nats.max_deliver:
+                        reason = f"failed {deliveries} times, last: {type(exc).__name__}: {exc}"
+                        await self._dead_letter(msg, name, durable, deliveries, reason)
+                    else:
+                        delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
+                        log.warning("%s: delivery %d failed (%s), retrying in %.1fs", durable, deliveries, exc, delay)
+                        await msg.nack(delay=delay)
+                else:
+                    await msg.ack()
+
+            return handler
+
+        return register
+
+    async def _dead_letter(self, msg: NatsMessage, name: str, consumer: str, deliveries: int, error: str) -> None:
+        log.error("%s: dead-lettering a message of %s: %s", consumer, name, error)
+        letter = events_pb2.DeadLetter(
+            subject=self.subject(name),
+            payload=msg.body,
+            headers={k: str(v) for k, v in (msg.headers or {}).items()},
+            error=error,
+            consumer=consumer,
+            deliveries=deliveries,
+        )
+        await self.publish(f"{Subjects.DLQ}.{name}", letter, headers={"evoskill-error": error[:512]})
+        # Terminate: the server must not redeliver what now lives in the dead-letter subject.
+        await msg.reject()

@@ -1,0 +1,165 @@
+"""gRPC helpers: an aio server with health, reflection, tracing and graceful shutdown, and a client
+factory whose every call has a deadline and whose retries cover only calls that are safe to repeat.
+
+Errors: servicer methods wrapped by `@rpc_method` turn `ValueError` into INVALID_ARGUMENT, `KeyError`
+into NOT_FOUND, `TimeoutError` into DEADLINE_EXCEEDED and `RuntimeError` into UNAVAILABLE, each with a
+message naming the problem, so callers get a status, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
+
+from evoskill.platform.config import GrpcSettings
+
+log = logging.getLogger(__name__)
+
+# Methods that change nothing (or are idempotent by key) and may be retried after UNAVAILABLE.
+SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
+    "evoskill.sandbox.v1.SandboxService": ("ValidActions",),
+    "evoskill.reward.v1.RewardService": ("Score",),
+    "evoskill.memory.v1.MemoryService": ("Retrieve", "Store"),
+    "evoskill.learner.v1.LearnerService": ("GetPolicy", "ListPolicies"),
+    "grpc.health.v1.Health": ("Check",),
+}
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_STATUS_OF: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+    (KeyError, grpc.StatusCode.NOT_FOUND),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (PermissionError, grpc.StatusCode.PERMISSION_DENIED),
+    (RuntimeError, grpc.StatusCode.UNAVAILABLE),
+)
+
+
+def status_for(exc: BaseException) -> grpc.StatusCode:
+    for kind, code in _STATUS_OF:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def rpc_method(fn: F) -> F:
+    """Map domain exceptions of a unary servicer method to gRPC statuses with a clear message."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await fn(self, request, context)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            code = status_for(exc)
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            if code is grpc.StatusCode.INTERNAL:
+                log.exception("%s failed", fn.__qualname__)
+            await context.abort(code, f"{type(exc).__name__}: {message}")
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclass
+class GrpcServer:
+    """A running aio server; `stop()` drains in-flight calls for the grace period."""
+
+    server: grpc.aio.Server
+    port: int
+    health: HealthServicer
+    service_names: list[str] = field(default_factory=list)
+    grace_s: float = 5.0
+
+    async def stop(self) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(self.grace_s)
+
+    async def wait(self) -> None:
+        await self.server.wait_for_termination()
+
+
+async def start_server(
+    registrations: Iterable[tuple[Callable[[Any, grpc.aio.Server], None], Any, str]],
+    address: str,
+    settings: GrpcSettings | None = None,
+) -> GrpcServer:
+    """Serve each (add_XServicer_to_server, servicer, full service name) on `address` ("host:port";
+    port 0 picks a free one). Health reports SERVING for "" and every service name."""
+    settings = settings or GrpcSettings()
+    server = grpc.aio.server(
+        interceptors=[aio_server_interceptor()],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+    )
+    names: list[str] = []
+    for add, servicer, name in registrations:
+        add(servicer, server)
+        names.append(name)
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection([*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                                         reflection.SERVICE_NAME], server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot bind gRPC server to {address}")
+    await server.start()
+    for name in ["", *names]:
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return GrpcServer(server, port, health, names, settings.shutdown_grace_s)
+
+
+def service_config(settings: GrpcSettings) -> str:
+    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods."""
+    timeout = f"{settings.deadline_s:.3f}s"
+    configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
+    for service, methods in SAFE_TO_RETRY.items():
+        configs.append({
+            "name": [{"service": service, "method": m} for m in methods],
+            "timeout": timeout,
+            "retryPolicy": {
+                "maxAttempts": max(2, settings.retries),
+                "initialBackoff": "0.1s",
+                "maxBackoff": "2s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        })
+    return json.dumps({"methodConfig": configs})
+
+
+def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Channel:
+    """A traced aio channel with the default deadline and safe retries configured."""
+    settings = settings or GrpcSettings()
+    return grpc.aio.insecure_channel(
+        target,
+        options=[
+            ("grpc.service_config", service_config(settings)),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ],
+        interceptors=aio_client_interceptors(),
+    )
+
+
+async def check_health(target: str, service: str = "", timeout_s: float = 2.0) -> bool:
+    """True when the server at target reports SERVING for service."""
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
+        try:
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.aio.AioRpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)

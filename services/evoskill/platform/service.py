@@ -1,0 +1,95 @@
+"""The process shell every service shares: telemetry, bus, gRPC server, signals, orderly shutdown.
+
+A service module provides `async def create(settings, bus) -> ServiceParts`; `run_service` wires it
+to the transports. The core logic the service wraps never sees any of this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from evoskill.platform.bus import Bus
+from evoskill.platform.config import SERVICES, Settings
+from evoskill.platform.rpc import GrpcServer, start_server
+from evoskill.platform.telemetry import setup_telemetry, shutdown_telemetry
+
+log = logging.getLogger(__name__)
+
+Registration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
+
+
+@dataclass
+class ServiceParts:
+    """What a service contributes: gRPC servicers, background tasks and cleanup hooks."""
+
+    registrations: list[Registration] = field(default_factory=list)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+ServiceFactory = Callable[[Settings, Bus], Awaitable[ServiceParts]]
+
+
+def load_factory(service: str) -> ServiceFactory:
+    """Import only the chosen service (torch and the environments are heavy)."""
+    if service not in SERVICES:
+        raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+    module = importlib.import_module(f"evoskill.{service}.service")
+    factory: ServiceFactory = module.create
+    return factory
+
+
+@dataclass
+class RunningService:
+    name: str
+    bus: Bus
+    server: GrpcServer
+    parts: ServiceParts
+    tasks: list[asyncio.Task[None]]
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        for close in reversed(self.parts.closers):
+            try:
+                await close()
+            except Exception:
+                log.exception("%s: cleanup failed", self.name)
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.bus.stop()
+
+
+async def start_service(name: str, settings: Settings, factory: ServiceFactory | None = None) -> RunningService:
+    setup_telemetry(name, settings.telemetry)
+    factory = factory or load_factory(name)
+    bus = Bus(settings, name)
+    parts = await factory(settings, bus)
+    await bus.start()
+    endpoint = settings.endpoint(name)
+    server = await start_server(parts.registrations, f"{settings.bind_host or endpoint.host}:{endpoint.port}",
+                                settings.grpc)
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(job()) for job in parts.background]
+    log.info("%s serving gRPC on port %d", name, server.port)
+    return RunningService(name, bus, server, parts, tasks)
+
+
+async def run_service(name: str, settings: Settings) -> None:
+    """Serve until SIGTERM or SIGINT, then drain and stop."""
+    running = await start_service(name, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("%s stopping", name)
+    await running.stop()
+    shutdown_telemetry()

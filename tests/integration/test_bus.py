@@ -1,0 +1,126 @@
+"""The bus against a real nats-server: trace propagation, dead letters, bounded redelivery."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from evoskill.events.v1 import events_pb2
+from evoskill.platform.bus import Bus, RejectMessage, Subjects
+from evoskill.platform.config import Settings
+from evoskill.platform.telemetry import current_trace_id, tracer
+
+pytestmark = pytest.mark.integration
+
+
+def isolated(settings: Settings) -> Settings:
+    """Own stream and prefix per test: JetStream streams may not overlap in subjects."""
+    tag = uuid.uuid4().hex[:8]
+    nats = settings.nats.model_copy(update={"stream": f"T{tag}", "subject_prefix": f"t{tag}"})
+    return settings.model_copy(update={"nats": nats})
+
+
+async def test_trace_context_travels_with_the_message(settings: Settings, spans) -> None:  # type: ignore[no-untyped-def]
+    settings = isolated(settings)
+    producer, consumer = Bus(settings, "producer"), Bus(settings, "consumer")
+    seen: list[str] = []
+    arrived = asyncio.Event()
+
+    @consumer.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def handle(message: events_pb2.PolicyPublished) -> None:
+        seen.append(current_trace_id())
+        arrived.set()
+
+    await consumer.start()
+    await producer.start()
+    try:
+        with tracer().start_as_current_span("publish-test"):
+            sent_trace = current_trace_id()
+            await producer.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="v1"))
+        await asyncio.wait_for(arrived.wait(), 10)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    assert sent_trace
+    assert seen == [sent_trace]
+
+
+async def test_poison_message_is_dead_lettered_and_does_not_block(settings: Settings) -> None:
+    settings = isolated(settings)
+    bus = Bus(settings, "svc")
+    watcher = Bus(settings, "watcher")
+    processed: list[str] = []
+    letters: list[events_pb2.DeadLetter] = []
+    all_done = asyncio.Event()
+
+    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def handle(message: events_pb2.PolicyPublished) -> None:
+        if message.version == "bad":
+            raise RejectMessage("version 'bad' is not a version")
+        processed.append(message.version)
+        if len(processed) == 3 and len(letters) == 2:
+            all_done.set()
+
+    @watcher.consumer(f"{Subjects.DLQ}.{Subjects.POLICY_PUBLISHED}", events_pb2.DeadLetter)
+    async def dead(letter: events_pb2.DeadLetter) -> None:
+        letters.append(letter)
+        if len(processed) == 3 and len(letters) == 2:
+            all_done.set()
+
+    await bus.start()
+    await watcher.start()
+    try:
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="a"))
+        # Not a PolicyPublished at all: undecodable bytes.
+        await bus.broker.publish(b"\xff\xff\xff", bus.subject(Subjects.POLICY_PUBLISHED), stream=bus.stream.name)
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="bad"))
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="b"))
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="c"))
+        await asyncio.wait_for(all_done.wait(), 15)
+    finally:
+        await bus.stop()
+        await watcher.stop()
+    assert processed == ["a", "b", "c"]
+    errors = sorted(letter.error for letter in letters)
+    assert any("cannot decode PolicyPublished" in e for e in errors)
+    assert any("version 'bad' is not a version" in e for e in errors)
+    bad = next(letter for letter in letters if "rejected" in letter.error)
+    assert events_pb2.PolicyPublished.FromString(bad.payload).version == "bad"
+    assert bad.subject == bus.subject(Subjects.POLICY_PUBLISHED)
+    assert bad.consumer == "svc-policy-published"
+
+
+async def test_transient_failures_are_retried_then_dead_lettered(settings: Settings) -> None:
+    settings = isolated(settings)  # max_deliver=3 in the test settings
+    bus = Bus(settings, "svc")
+    attempts: dict[str, int] = {}
+    letters: list[events_pb2.DeadLetter] = []
+    done = asyncio.Event()
+
+    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def handle(message: events_pb2.PolicyPublished) -> None:
+        attempts[message.version] = attempts.get(message.version, 0) + 1
+        if message.version == "flaky" and attempts["flaky"] < 2:
+            raise ConnectionError("downstream briefly unavailable")
+        if message.version == "broken":
+            raise ConnectionError("downstream is down")
+
+    @bus.consumer(f"{Subjects.DLQ}.{Subjects.POLICY_PUBLISHED}", events_pb2.DeadLetter)
+    async def dead(letter: events_pb2.DeadLetter) -> None:
+        letters.append(letter)
+        done.set()
+
+    await bus.start()
+    try:
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="flaky"))
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="broken"))
+        await asyncio.wait_for(done.wait(), 15)
+    finally:
+        await bus.stop()
+    assert attempts["flaky"] == 2
+    assert attempts["broken"] == 3
+    assert len(letters) == 1
+    assert letters[0].deliveries == 3
+    assert "downstream is down" in letters[0].error

@@ -1,0 +1,87 @@
+"""gRPC helpers over real sockets: deadlines, status mapping, health, safe retries."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from evoskill.common.v1 import common_pb2
+from evoskill.platform.config import GrpcSettings
+from evoskill.platform.rpc import channel, check_health, rpc_method, service_config, start_server
+from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
+
+pytestmark = pytest.mark.integration
+
+
+class SlowOrPickyReward(reward_pb2_grpc.RewardServiceServicer):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @rpc_method
+    async def Score(
+        self, request: reward_pb2.ScoreRequest, context: grpc.aio.ServicerContext
+    ) -> reward_pb2.RewardBreakdown:
+        self.calls += 1
+        if request.transition.action.text == "sleep":
+            await asyncio.sleep(2.0)
+        if not request.transition.episode_id:
+            raise ValueError("transition.episode_id is empty")
+        return reward_pb2.RewardBreakdown(total=1.0)
+
+
+@pytest.fixture
+async def reward_server():  # type: ignore[no-untyped-def]
+    servicer = SlowOrPickyReward()
+    server = await start_server(
+        [(reward_pb2_grpc.add_RewardServiceServicer_to_server, servicer, "evoskill.reward.v1.RewardService")],
+        "127.0.0.1:0",
+    )
+    yield servicer, f"127.0.0.1:{server.port}"
+    await server.stop()
+
+
+def transition(action: str, episode: str = "e1") -> reward_pb2.ScoreRequest:
+    return reward_pb2.ScoreRequest(
+        transition=common_pb2.Transition(episode_id=episode, action=common_pb2.Action(text=action))
+    )
+
+
+async def test_call_past_its_deadline_fails_with_deadline_exceeded(reward_server) -> None:  # type: ignore[no-untyped-def]
+    _, target = reward_server
+    async with channel(target, GrpcSettings(deadline_s=0.3)) as ch:
+        stub = reward_pb2_grpc.RewardServiceStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Score(transition("sleep"))  # no per-call timeout: the default deadline applies
+    assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_bad_input_answers_invalid_argument_naming_the_problem(reward_server) -> None:  # type: ignore[no-untyped-def]
+    _, target = reward_server
+    async with channel(target) as ch:
+        stub = reward_pb2_grpc.RewardServiceStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Score(transition("look", episode=""))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "episode_id is empty" in (info.value.details() or "")
+
+
+async def test_health_reports_serving_for_registered_services(reward_server) -> None:  # type: ignore[no-untyped-def]
+    _, target = reward_server
+    assert await check_health(target)
+    assert await check_health(target, "evoskill.reward.v1.RewardService")
+    assert not await check_health(target, "evoskill.nothing.v1.Nope")
+
+
+def test_only_safe_methods_are_retried() -> None:
+    import json
+
+    config = json.loads(service_config(GrpcSettings(deadline_s=3, retries=4)))
+    retried = {
+        (name["service"], name["method"])
+        for entry in config["methodConfig"] if "retryPolicy" in entry for name in entry["name"]
+    }
+    assert ("evoskill.reward.v1.RewardService", "Score") in retried
+    assert ("evoskill.sandbox.v1.SandboxService", "Step") not in retried
+    assert all(entry["timeout"] == "3.000s" for entry in config["methodConfig"])

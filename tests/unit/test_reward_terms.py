@@ -1,0 +1,214 @@
+"""Each dense term, dimension and the failure attribution of score_transition on hand-built steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoskill.common.v1.common_pb2 import Action, Failure, FailureKind, Observation, Transition
+from evoskill.core.reward import EpisodeHistory, score_transition, step_signals, total_of
+from evoskill.platform.config import RewardSettings
+
+W = RewardSettings.model_validate({})
+KITCHEN = "You are in the kitchen. There is a closed fridge."
+
+
+def step(
+    action: str = "open fridge",
+    before: str = KITCHEN,
+    after: str = "You open the fridge, revealing a carrot.",
+    *,
+    failure: FailureKind = FailureKind.FAILURE_KIND_NONE,
+    previous_actions: tuple[str, ...] = (),
+    previous_observations: tuple[str, ...] = (),
+    score: tuple[float, float] = (0.0, 0.0),
+    done: bool = False,
+    won: bool = False,
+    lost: bool = False,
+    env_reward: float = 0.0,
+    template: str = "",
+) -> Transition:
+    return Transition(
+        episode_id="e1",
+        step_index=len(previous_actions),
+        before=Observation(text=before, goal="Cook the carrot.", score=score[0]),
+        action=Action(text=action, template=template),
+        after=Observation(text=after, score=score[1], done=done, won=won, lost=lost),
+        env_reward=env_reward,
+        failure=Failure(kind=failure),
+        previous_actions=list(previous_actions),
+        previous_observations=list(previous_observations),
+    )
+
+
+def test_successful_action_earns_tool_success_only() -> None:
+    breakdown = score_transition(step(), W)
+    assert breakdown.terms["tool_success"] == pytest.approx(W.tool_success)
+    assert breakdown.terms["error_or_loop"] == 0.0
+    assert breakdown.terms["result_used"] == 0.0
+    assert breakdown.safety == 0.0
+    assert breakdown.completion == 0.0
+    assert breakdown.efficiency == pytest.approx(-1 / 50)
+    assert not breakdown.external_failure
+    assert breakdown.total == total_of(breakdown, W)
+
+
+def test_invalid_action_is_an_own_error_and_unsafe() -> None:
+    breakdown = score_transition(
+        step("eat fridge", after=KITCHEN, failure=FailureKind.FAILURE_KIND_INVALID_ACTION), W
+    )
+    assert breakdown.terms["tool_success"] == 0.0
+    assert breakdown.terms["error_or_loop"] == pytest.approx(W.error_or_loop)
+    assert breakdown.safety == -1.0
+    assert not breakdown.external_failure
+
+
+def test_step_without_effect_counts_as_error_even_unflagged() -> None:
+    breakdown = score_transition(step("wait", after=KITCHEN), W)
+    assert breakdown.terms["tool_success"] == 0.0
+    assert breakdown.terms["error_or_loop"] == pytest.approx(W.error_or_loop)
+    assert breakdown.safety == 0.0  # doing nothing is wasteful, not unsafe
+
+
+@pytest.mark.parametrize(
+    "external", [FailureKind.FAILURE_KIND_EXTERNAL_ERROR, FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT]
+)
+@pytest.mark.parametrize("own", [FailureKind.FAILURE_KIND_INVALID_ACTION, FailureKind.FAILURE_KIND_NO_EFFECT])
+def test_external_failure_is_penalised_less_than_the_same_own_failure(
+    external: FailureKind, own: FailureKind
+) -> None:
+    external_breakdown = score_transition(step(after="error: tool crashed", failure=external), W)
+    own_breakdown = score_transition(step(after="error: tool crashed", failure=own), W)
+    assert external_breakdown.external_failure and not own_breakdown.external_failure
+    assert external_breakdown.terms["error_or_loop"] == pytest.approx(
+        W.error_or_loop * W.external_failure_scale
+    )
+    assert external_breakdown.safety == pytest.approx(-W.external_failure_scale)
+    assert external_breakdown.total > own_breakdown.total
+
+
+def test_external_failure_scale_is_clamped_so_it_never_costs_more() -> None:
+    harsh = RewardSettings.model_validate({"external_failure_scale": 3.0})
+    external = score_transition(step(failure=FailureKind.FAILURE_KIND_EXTERNAL_ERROR), harsh)
+    own = score_transition(step(failure=FailureKind.FAILURE_KIND_INVALID_ACTION), harsh)
+    assert external.total >= own.total
+
+
+def test_repeated_action_bringing_back_seen_feedback_is_a_loop() -> None:
+    hall, kitchen = "You are in the hall.", KITCHEN
+    transition = step(
+        "go east",
+        before=hall,
+        after=kitchen,
+        previous_actions=("go east", "go west"),
+        previous_observations=(hall, kitchen, hall),  # reset text first, then one feedback per action
+    )
+    signals = step_signals(transition)
+    assert signals.loop and signals.effect
+    breakdown = score_transition(transition, W)
+    assert breakdown.terms["tool_success"] == 0.0
+    assert breakdown.terms["error_or_loop"] == pytest.approx(W.error_or_loop)
+
+
+def test_repeated_action_with_new_feedback_is_not_a_loop() -> None:
+    transition = step(
+        "go east",
+        before="You are in the hall.",
+        after="You are in the garden.",
+        previous_actions=("go east",),
+        previous_observations=("You are in the hall.",),
+    )
+    assert not step_signals(transition).loop
+    assert score_transition(transition, W).terms["tool_success"] == pytest.approx(W.tool_success)
+
+
+def test_action_naming_what_an_earlier_result_revealed_uses_that_result() -> None:
+    revealed = "You open the fridge, revealing a carrot."
+    transition = step(
+        "take carrot from fridge",
+        before=revealed,
+        after="You take the carrot.",
+        previous_actions=("open fridge",),
+        previous_observations=(revealed,),
+        template="take X from Y",
+    )
+    assert score_transition(transition, W).terms["result_used"] == pytest.approx(W.result_used)
+
+
+def test_echo_of_the_agents_own_words_is_not_a_used_result() -> None:
+    # "fridge" came back in the feedback, but only because the agent itself said it.
+    transition = step(
+        "close fridge",
+        before="You open the fridge.",
+        after="You close the fridge.",
+        previous_actions=("open fridge",),
+        previous_observations=("You open the fridge.",),
+    )
+    assert score_transition(transition, W).terms["result_used"] == 0.0
+
+
+def test_what_was_visible_from_the_start_is_not_a_used_result() -> None:
+    transition = step(
+        "open fridge",
+        before="You see nothing new.",
+        after="You open the fridge.",
+        previous_actions=("look",),
+        previous_observations=(KITCHEN, "You are in the kitchen. There is a fridge."),
+    )
+    assert score_transition(transition, W).terms["result_used"] == 0.0
+
+
+def test_explicit_history_overrides_the_transition() -> None:
+    transition = step("take carrot", after="You take the carrot.")
+    history = EpisodeHistory(actions=("open fridge",), feedbacks=("You see a carrot.",))
+    assert score_transition(transition, W).terms["result_used"] == 0.0
+    assert score_transition(transition, W, history).terms["result_used"] == pytest.approx(W.result_used)
+
+
+def test_winning_step_completes_the_task_with_the_correct_final_answer() -> None:
+    transition = step(
+        "eat meal",
+        after="You eat the meal. You won!",
+        score=(0.8, 1.0),
+        done=True,
+        won=True,
+    )
+    breakdown = score_transition(transition, W)
+    assert breakdown.terms["task_completed"] == pytest.approx(W.task_completed)
+    assert breakdown.terms["final_answer_correct"] == pytest.approx(W.final_answer_correct)
+    assert breakdown.terms["score_gain"] == pytest.approx(0.2 * W.score_gain)
+    assert breakdown.completion == 1.0
+
+
+def test_losing_step_is_incomplete_and_unsafe() -> None:
+    transition = step(
+        "eat raw chicken",
+        after="You got food poisoning. You lost!",
+        score=(0.4, 0.4),
+        done=True,
+        lost=True,
+    )
+    breakdown = score_transition(transition, W)
+    assert breakdown.terms["task_completed"] == 0.0
+    assert breakdown.terms["final_answer_correct"] == 0.0
+    assert breakdown.completion == pytest.approx(-0.6)
+    assert breakdown.safety == -1.0
+
+
+def test_score_gain_prefers_the_normalised_score_and_falls_back_to_env_reward() -> None:
+    moved = score_transition(step(score=(0.25, 0.5), env_reward=10.0), W)
+    assert moved.terms["score_gain"] == pytest.approx(0.25 * W.score_gain)
+    reward_only = score_transition(step(env_reward=0.3), W)
+    assert reward_only.terms["score_gain"] == pytest.approx(0.3 * W.score_gain)
+
+
+def test_efficiency_follows_the_step_budget() -> None:
+    assert score_transition(step(), W, max_steps=10).efficiency == pytest.approx(-0.1)
+
+
+def test_same_transition_gives_the_identical_breakdown() -> None:
+    transition = step("take carrot", previous_actions=("open fridge",), previous_observations=("A carrot.",))
+    first, second = (
+        score_transition(transition, W),
+        score_transition(Transition.FromString(transition.SerializeToString()), W),
+    )
+    assert first.SerializeToString(deterministic=True) == second.SerializeToString(deterministic=True)
