@@ -2,7 +2,8 @@
 factory whose every call has a deadline and whose retries cover only calls that are safe to repeat.
 
 Errors: servicer methods wrapped by `@rpc_method` turn `ValueError` into INVALID_ARGUMENT, `KeyError`
-into NOT_FOUND, `TimeoutError` into DEADLINE_EXCEEDED and `RuntimeError` into UNAVAILABLE, each with a
+into NOT_FOUND, `TimeoutError` into DEADLINE_EXCEEDED, `ResourceExhaustedError` into RESOURCE_EXHAUSTED and any
+other `RuntimeError` into UNAVAILABLE, each with a
 message naming the problem, so callers get a status, never a stack trace.
 """
 
@@ -28,8 +29,8 @@ log = logging.getLogger(__name__)
 
 # Methods that change nothing (or are idempotent by key) and may be retried after UNAVAILABLE.
 SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
-    "evoskill.sandbox.v1.SandboxService": ("ValidActions",),
-    "evoskill.reward.v1.RewardService": ("Score",),
+    "evoskill.sandbox.v1.SandboxService": ("ValidActions", "Simulate"),
+    "evoskill.reward.v1.RewardService": ("Score", "ScoreBatch"),
     "evoskill.memory.v1.MemoryService": ("Retrieve", "Store"),
     "evoskill.learner.v1.LearnerService": ("GetPolicy", "ListPolicies"),
     "grpc.health.v1.Health": ("Check",),
@@ -37,7 +38,12 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
+
+class ResourceExhaustedError(RuntimeError):
+    """A quota or limit was reached (RESOURCE_EXHAUSTED)."""
+
 _STATUS_OF: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
     (KeyError, grpc.StatusCode.NOT_FOUND),
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),

@@ -7,6 +7,50 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Probe(_message.Message):
+    __slots__ = ("actions", "rollout_depth", "rollout_seed")
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_SEED_FIELD_NUMBER: _ClassVar[int]
+    actions: _containers.RepeatedScalarFieldContainer[str]
+    rollout_depth: int
+    rollout_seed: int
+    def __init__(self, actions: _Optional[_Iterable[str]] = ..., rollout_depth: _Optional[int] = ..., rollout_seed: _Optional[int] = ...) -> None: ...
+
+class ProbeResult(_message.Message):
+    __slots__ = ("transition", "observation", "templates", "state_key", "rollout_return", "rollout_steps")
+    TRANSITION_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATES_FIELD_NUMBER: _ClassVar[int]
+    STATE_KEY_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_RETURN_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_STEPS_FIELD_NUMBER: _ClassVar[int]
+    transition: _common_pb2.Transition
+    observation: _common_pb2.Observation
+    templates: _containers.RepeatedScalarFieldContainer[str]
+    state_key: str
+    rollout_return: float
+    rollout_steps: int
+    def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., templates: _Optional[_Iterable[str]] = ..., state_key: _Optional[str] = ..., rollout_return: _Optional[float] = ..., rollout_steps: _Optional[int] = ...) -> None: ...
+
+class SimulateRequest(_message.Message):
+    __slots__ = ("session_id", "probes", "gamma")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
+    GAMMA_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    probes: _containers.RepeatedCompositeFieldContainer[Probe]
+    gamma: float
+    def __init__(self, session_id: _Optional[str] = ..., probes: _Optional[_Iterable[_Union[Probe, _Mapping]]] = ..., gamma: _Optional[float] = ...) -> None: ...
+
+class SimulateReply(_message.Message):
+    __slots__ = ("results", "env_steps")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ProbeResult]
+    env_steps: int
+    def __init__(self, results: _Optional[_Iterable[_Union[ProbeResult, _Mapping]]] = ..., env_steps: _Optional[int] = ...) -> None: ...
+
 class CreateSessionRequest(_message.Message):
     __slots__ = ("env_spec", "seed", "fold", "episode_id", "step_quota", "gold_path")
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]

@@ -65,6 +65,11 @@ class SandboxServiceStub:
                 request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CloseSessionReply.FromString,
                 _registered_method=True)
+        self.Simulate = channel.unary_unary(
+                '/evoskill.sandbox.v1.SandboxService/Simulate',
+                request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SimulateRequest.SerializeToString,
+                response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SimulateReply.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -108,6 +113,15 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Simulate(self, request, context):
+        """Search-time stepping, batched: each probe follows a path of actions from the session's current
+        state (restored from the nearest cached prefix) and may roll out with a random policy after it.
+        Never changes the session itself and never publishes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -140,6 +154,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.CloseSession,
                     request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CloseSessionRequest.FromString,
                     response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CloseSessionReply.SerializeToString,
+            ),
+            'Simulate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Simulate,
+                    request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SimulateRequest.FromString,
+                    response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SimulateReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +324,33 @@ class SandboxService:
             '/evoskill.sandbox.v1.SandboxService/CloseSession',
             evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CloseSessionRequest.SerializeToString,
             evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CloseSessionReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Simulate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.sandbox.v1.SandboxService/Simulate',
+            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SimulateRequest.SerializeToString,
+            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SimulateReply.FromString,
             options,
             channel_credentials,
             insecure,
