@@ -303,10 +303,24 @@ class Stack:
                 _signal_group(c.process, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     c.process.wait(timeout=5)
+                _kill_session(c.process.pid)
         self.components.clear()
         with contextlib.suppress(FileNotFoundError):
             (self.state_dir / STATE_FILE).unlink()
         self._release_lock()
+
+
+def _kill_session(session_id: int) -> None:
+    """Whatever a component left in its session (environment workers in their own process groups)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rindex(")") + 2:].split()[3]) == session_id:
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:

@@ -1,0 +1,44 @@
+"""Shutting down the py4j JVMs that TextWorldExpress and ScienceWorld start."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def java_process(env: Any) -> subprocess.Popen[bytes] | None:
+    gateway = getattr(env, "_gateway", None)
+    proc = getattr(gateway, "java_process", None)
+    return proc if isinstance(proc, subprocess.Popen) else None
+
+
+def shutdown_jvm(env: Any, timeout: float = 5.0) -> None:
+    """Close a TextWorldExpressEnv/ScienceWorldEnv and make sure its JVM has exited.
+
+    The packages' own ``close()`` asks the gateway to shut down and writes a newline to the JVM's
+    stdin; we then wait for the process (killing it after ``timeout``) and disarm their
+    ``__del__``, which would otherwise call ``close()`` a second time on a dead gateway.
+    """
+    proc = java_process(env)
+    try:
+        env.close()
+    except Exception:  # the JVM may already be gone
+        log.debug("error while closing JVM env", exc_info=True)
+    with contextlib.suppress(Exception):
+        env.close = lambda: None  # their __del__ calls self.close()
+    if proc is None:
+        return
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()

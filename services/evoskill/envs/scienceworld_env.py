@@ -1,0 +1,208 @@
+"""ScienceWorld adapter (``sciworld:<task>?simplification=1``): one JVM, any task and variation."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from typing import Any
+
+from evoskill.common.v1.common_pb2 import Observation
+from evoskill.envs.base import BaseTextEnv, TemplateMatcher, clamp01
+from evoskill.envs.jvm import shutdown_jvm
+from evoskill.envs.spec import EnvSpec, EnvSpecError
+
+_NO_LIMIT = 2**31 - 1
+_PARSER_REJECTED = "No known action matches that input."
+_AMBIGUOUS = "Ambiguous request"
+
+# ScienceWorld's action templates (get_possible_actions(), scienceworld 1.2.3) plus "go to OBJ",
+# the form its valid actions and gold paths use for "go OBJ".
+SW_BASE_TEMPLATES: tuple[str, ...] = (
+    "activate OBJ",
+    "close OBJ",
+    "connect OBJ to OBJ",
+    "deactivate OBJ",
+    "disconnect OBJ",
+    "dunk OBJ in OBJ",
+    "eat OBJ",
+    "flush OBJ",
+    "focus on OBJ",
+    "go OBJ",
+    "go to OBJ",
+    "inventory",
+    "look around",
+    "look at OBJ",
+    "look in OBJ",
+    "mix OBJ",
+    "move OBJ to OBJ",
+    "open OBJ",
+    "pick up OBJ",
+    "pour OBJ in OBJ",
+    "put down OBJ",
+    "read OBJ",
+    "reset task",
+    "task",
+    "use OBJ on OBJ",
+    "wait",
+    "wait1",
+)
+
+
+def scienceworld_available() -> bool:
+    return importlib.util.find_spec("scienceworld") is not None
+
+
+def sciworld_tasks() -> list[tuple[str, str, str]]:
+    """(task id, task name, title) for every ScienceWorld task; empty when not installed."""
+    if not scienceworld_available():
+        return []
+    from scienceworld.constants import TASKS
+
+    return [(t["task_id"], t["task_name"], f"{t['topic']}: {t['task']}") for t in TASKS]
+
+
+def resolve_task(name: str) -> str:
+    """Canonical task name for a name, a task id (``1-1``) or the paper's title."""
+    if not scienceworld_available():
+        return re.sub(r"[\s_]+", "-", name.strip().lower())
+    from scienceworld.constants import ID2TASK
+    from scienceworld.utils import infer_task
+
+    names = list(ID2TASK.values())
+    candidates = [name.strip(), name.strip().lower(), re.sub(r"[\s_]+", "-", name.strip().lower())]
+    for cand in candidates:
+        task = infer_task(cand)
+        if task in names:
+            return str(task)
+    raise EnvSpecError(
+        f"unknown ScienceWorld task {name!r}; accepted task names: {', '.join(names)}; "
+        f"or task ids: {', '.join(ID2TASK)}"
+    )
+
+
+class ScienceWorldAdapter(BaseTextEnv):
+    """ScienceWorld: 30 tasks, scores 0–100 (normalised to [0, 1]); no state save/restore.
+
+    Folds: ``reset(seed, fold)`` loads variation ``variations(fold)[seed % n]`` of the task, from
+    ScienceWorld's own train/dev/test variation lists. ``done`` when the task is completed or
+    failed: ``won`` at score 100, ``lost`` otherwise (failures score -100; the normalised score
+    is clamped to 0). ``snapshot()/restore()`` reset and replay the action prefix.
+
+    Valid actions: ScienceWorld's ``get_valid_action_object_combinations()`` is not complete (its
+    own gold paths use aliases such as ``examine X`` and qualified names such as ``thermometer in
+    inventory``), so in strict mode an action outside that list is sent to ScienceWorld's parser:
+    if the parser rejects it (no effect on the simulation) or finds it ambiguous (the request is
+    cancelled and the state rebuilt by replay), :class:`InvalidActionError` is raised.
+    """
+
+    scheme = "sciworld"
+    native_copy = False
+
+    def __init__(
+        self,
+        spec: str | EnvSpec = "sciworld:find-living-thing",
+        *,
+        strict: bool = True,
+        max_steps: int | None = None,
+        gold_path: bool = True,
+    ) -> None:
+        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+        from scienceworld import ScienceWorldEnv
+
+        self._env: Any = ScienceWorldEnv("", envStepLimit=_NO_LIMIT)
+        self._variations: dict[tuple[str, str], list[int]] = {}
+        self._loaded: tuple[str, int, str, bool] | None = None
+        self._goal = ""
+        self.variation: int | None = None
+        self._matcher = TemplateMatcher(SW_BASE_TEMPLATES, r"\bOBJ\b")
+
+    @property
+    def simplifications(self) -> str:
+        return ",".join(k for k, v in sorted(self._spec.params.items()) if v == "1")
+
+    def variations(self, fold: str) -> list[int]:
+        """ScienceWorld's variation indices of the spec's task in ``fold``."""
+        key = (self._spec.name, fold)
+        found = self._variations.get(key)
+        if found is None:
+            if self._loaded is None or self._loaded[0] != self._spec.name:
+                self._env.load(self._spec.name, 0, self.simplifications, generateGoldPath=False)
+                self._loaded = (self._spec.name, 0, self.simplifications, False)
+            for f, getter in (
+                ("train", self._env.get_variations_train),
+                ("dev", self._env.get_variations_dev),
+                ("test", self._env.get_variations_test),
+            ):
+                self._variations[(self._spec.name, f)] = sorted(int(v) for v in getter())
+            found = self._variations[key]
+        return found
+
+    def _load(self, spec: EnvSpec) -> None:
+        resolve_task(spec.name)
+
+    def _reset(self, seed: int, fold: str) -> Observation:
+        variations = self.variations(fold)
+        if not variations:
+            raise EnvSpecError(f"{self._spec.canonical()} has no {fold} variations")
+        variation = variations[seed % len(variations)]
+        try:
+            self._env.load(self._spec.name, variation, self.simplifications, generateGoldPath=self._need_gold)
+        except ValueError as exc:
+            raise EnvSpecError(f"{self._spec.canonical()}: {exc}") from exc
+        self._loaded = (self._spec.name, variation, self.simplifications, self._need_gold)
+        self.variation = variation
+        self._matcher.add(self._env.get_possible_actions())
+        text, info = self._env.reset()
+        self._goal = self._task_description(info)
+        self._gold = [str(a) for a in self._env.get_gold_action_sequence()] if self._need_gold else None
+        return self._to_obs(text, info, completed=False)
+
+    @staticmethod
+    def _task_description(info: dict[str, Any]) -> str:
+        text = str(info.get("taskDesc", ""))
+        return re.sub(r"^\s*Task Description:\s*", "", text).strip()
+
+    def _step(self, action: str) -> Observation:
+        text, _reward, completed, info = self._env.step(action)
+        return self._to_obs(text, info, completed=bool(completed))
+
+    def _step_unlisted(self, action: str) -> Observation:
+        text, _reward, completed, info = self._env.step(action)
+        reply = str(text).strip()
+        if reply.startswith(_PARSER_REJECTED):
+            raise self._reject(action, "ScienceWorld's parser does not know it")
+        if reply.startswith(_AMBIGUOUS):
+            self._env.step("")  # cancel the pending choice
+            # Cancelling still advances the simulation clock; rebuild the exact state by replay.
+            obs, history = self._current(), list(self._history)
+            self._replay(self._seed, self._fold, history)
+            self._set_obs(obs)
+            options = [ln.split("\t", 1)[-1] for ln in reply.splitlines()[1:]][:8]
+            raise self._reject(action, f"ambiguous in ScienceWorld (could be: {'; '.join(options)})")
+        return self._to_obs(text, info, completed=bool(completed))
+
+    def _to_obs(self, text: str, info: dict[str, Any], *, completed: bool) -> Observation:
+        raw = float(info.get("score", 0))
+        won = completed and raw >= 100
+        lost = (completed and not won) or raw < 0
+        return Observation(
+            text=str(text).strip(),
+            goal=self._goal,
+            valid_actions=[str(a) for a in info.get("valid", [])],
+            score=clamp01(raw / 100.0),
+            done=won or lost,
+            won=won,
+            lost=lost,
+            inventory=str(info.get("inv", "")).strip(),
+            look=str(info.get("look", "")).strip(),
+        )
+
+    def template(self, action: str) -> str:
+        return self._matcher(action)
+
+    @property
+    def templates(self) -> list[str]:
+        return self._matcher.templates
+
+    def _close(self) -> None:
+        shutdown_jvm(self._env)

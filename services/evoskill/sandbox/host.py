@@ -1,0 +1,228 @@
+"""EnvHost: one environment and its session state, as a worker process runs it.
+
+Pure of transports (the worker process and the gRPC service wrap it), so it is tested directly.
+Real steps build full `Transition`s; search-time probes (`simulate`) replay action paths from the
+session's current state, reusing where the environment already is: a probe that extends the path
+the environment stands on steps only the suffix, anything else restores the root (natively where the
+environment can, else reset + replay) and steps the path. Stepped paths are cached, so probing a
+known path again costs no environment step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from evoskill.common.v1 import common_pb2
+from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
+from evoskill.sandbox.v1 import sandbox_pb2
+
+FailureKind = common_pb2.FailureKind
+READ_ONLY_TEMPLATES = frozenset({"look", "look around", "inventory", "examine X", "look at X", "read X", "task"})
+
+
+def state_key(obs: common_pb2.Observation) -> str:
+    """Equal keys = same environment state. The last feedback text is left out where the room
+    description exists, so that two paths reaching the same state share it (transpositions)."""
+    parts = [obs.look or obs.text, obs.inventory, f"{obs.score:.6f}", str(obs.done), *sorted(obs.valid_actions)]
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
+
+
+def _path_seed(seed: int, path: tuple[str, ...]) -> int:
+    """Deterministic across processes (Python's str hash is salted per process)."""
+    digest = hashlib.blake2b("\x1f".join((str(seed), *path)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+@dataclass
+class Faults:
+    """Injected failures (seed 000 §5.4): the tool fails or times out without touching the env."""
+
+    error_probability: float = 0.0
+    timeout_probability: float = 0.0
+
+    def draw(self, rng: random.Random) -> common_pb2.Failure | None:
+        u = rng.random()
+        if u < self.error_probability:
+            return common_pb2.Failure(kind=FailureKind.FAILURE_KIND_EXTERNAL_ERROR, injected=True,
+                                      message="injected tool failure")
+        if u < self.error_probability + self.timeout_probability:
+            return common_pb2.Failure(kind=FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT, injected=True,
+                                      message="injected tool timeout")
+        return None
+
+
+@dataclass
+class EnvHost:
+    env: TextEnv
+    env_spec: str
+    episode_id: str = ""
+    faults: Faults = field(default_factory=Faults)
+    read_only: bool = False
+    seed: int = 0
+    cache_size: int = 4096
+    observations: list[str] = field(default_factory=list)  # reset text, then each real step's feedback
+    _root: Snapshot | None = None
+    _at: tuple[str, ...] | None = None  # path (from the root) the env stands on during search
+    _cache: OrderedDict[tuple[str, ...], sandbox_pb2.ProbeResult] = field(default_factory=OrderedDict)
+    _rng: random.Random = field(default_factory=random.Random)
+
+    @classmethod
+    def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
+             read_only: bool = False, gold_path: bool = True) -> tuple[EnvHost, common_pb2.Observation]:
+        env = make_env(spec, strict=True, gold_path=gold_path)
+        host = cls(env, spec, episode_id, faults or Faults(), read_only, seed)
+        return host, host.reset(seed, fold)
+
+    # -- real play --------------------------------------------------------------------------------
+    def reset(self, seed: int, fold: str) -> common_pb2.Observation:
+        obs = self.env.reset(seed, fold)
+        self._rng = random.Random(seed)
+        self.observations = [obs.text]
+        self._new_root()
+        return obs
+
+    def _new_root(self) -> None:
+        self._root, self._at = None, ()
+        self._cache.clear()
+
+    def templates(self, actions: list[str]) -> list[str]:
+        return [self.env.template(a) for a in actions]
+
+    def check_action(self, action: str) -> None:
+        if self.read_only and self.env.template(action) not in READ_ONLY_TEMPLATES:
+            raise PermissionError(f"read-only mode: {action!r} may change the world")
+
+    def step(self, action: str) -> common_pb2.Transition:
+        """One real step; the env is in the session's state afterwards."""
+        self.check_action(action)
+        self._restore_root()
+        before = self.env.observation()
+        failure = self.faults.draw(self._rng)
+        transition = self._transition(before, action, failure, list(self.env.actions), self.observations)
+        self.observations.append(transition.after.text)
+        self._new_root()
+        return transition
+
+    def _transition(self, before: common_pb2.Observation, action: str, failure: common_pb2.Failure | None,
+                    previous_actions: list[str], previous_observations: list[str]) -> common_pb2.Transition:
+        template = self.env.template(action)
+        if failure is None:
+            after, reward = self.env.step(action)  # InvalidActionError names the action
+            failure = common_pb2.Failure(kind=FailureKind.FAILURE_KIND_NONE)
+        else:
+            after, reward = common_pb2.Observation(), 0.0
+            after.CopyFrom(before)
+            after.text = f"{failure.message}: {action}"
+        return common_pb2.Transition(
+            episode_id=self.episode_id, step_index=len(previous_actions), env_spec=self.env_spec,
+            before=before, action=common_pb2.Action(text=action, template=template), after=after,
+            env_reward=reward, failure=failure, previous_actions=previous_actions,
+            previous_observations=previous_observations,
+        )
+
+    # -- search -----------------------------------------------------------------------------------
+    def _restore_root(self) -> None:
+        if self._at == ():
+            return
+        assert self._root is not None, "search moved the env without a root snapshot"
+        self.env.restore(self._root)
+        self._at = ()
+
+    def _goto(self, path: tuple[str, ...]) -> int:
+        """Stand on `path`; returns the env steps it cost."""
+        if self._root is None:
+            self._root = self.env.snapshot()
+        assert self._at is not None
+        if path[: len(self._at)] != self._at:
+            self.env.restore(self._root)
+            self._at = ()
+        steps = 0
+        for action in path[len(self._at):]:
+            self.env.step(action)
+            steps += 1
+        self._at = path
+        return steps
+
+    def simulate(self, probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
+        results, steps = [], 0
+        for probe in probes:
+            result, cost = self._probe(tuple(probe.actions), probe.rollout_depth, probe.rollout_seed, gamma)
+            results.append(result)
+            steps += cost
+        return results, steps
+
+    def _probe(self, path: tuple[str, ...], depth: int, seed: int, gamma: float) -> tuple[sandbox_pb2.ProbeResult, int]:
+        cost = 0
+        cached = self._cache.get(path)
+        if cached is not None:
+            self._cache.move_to_end(path)
+            result = sandbox_pb2.ProbeResult()
+            result.CopyFrom(cached)
+        else:
+            result, cost = self._step_path(path, seed)
+        if depth > 0 and not result.observation.done:
+            if self._at != path:
+                cost += self._goto(path)
+            rollout_return, n = self._rollout(depth, seed, gamma)
+            result.rollout_return, result.rollout_steps = rollout_return, n
+            cost += n
+        return result, cost
+
+    def _step_path(self, path: tuple[str, ...], seed: int) -> tuple[sandbox_pb2.ProbeResult, int]:
+        if not path:
+            cost = self._goto(())
+            obs = self.env.observation()
+            result = sandbox_pb2.ProbeResult(observation=obs, state_key=state_key(obs))
+        else:
+            for action in path:
+                self.check_action(action)
+            cost = self._goto(path[:-1])
+            before = self.env.observation()
+            failure = self.faults.draw(random.Random(_path_seed(seed, path))) if self._faulty else None
+            history = [*self.env.actions]
+            transition = self._transition(before, path[-1], failure, history, self.observations)
+            self._at = path if failure is None else path[:-1]
+            cost += 1 if failure is None else 0
+            obs = transition.after
+            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=state_key(obs))
+        result.templates.extend(self.templates(list(result.observation.valid_actions)))
+        self._cache[path] = result
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        out = sandbox_pb2.ProbeResult()
+        out.CopyFrom(result)
+        return out, cost
+
+    @property
+    def _faulty(self) -> bool:
+        return self.faults.error_probability + self.faults.timeout_probability > 0
+
+    def _rollout(self, depth: int, seed: int, gamma: float) -> tuple[float, int]:
+        """Random-policy rollout from where the env stands: discounted score gain, +1 won, -1 lost."""
+        rng = random.Random(seed)
+        assert self._at is not None
+        path = list(self._at)
+        total, discount, n = 0.0, 1.0, 0
+        for _ in range(depth):
+            if self.env.done:
+                break
+            valid = self.env.valid_actions()
+            if not valid:
+                break
+            action = valid[rng.randrange(len(valid))]
+            _, reward = self.env.step(action)
+            path.append(action)
+            n += 1
+            total += discount * (reward + (1.0 if self.env.won else 0.0) - (1.0 if self.env.lost else 0.0))
+            discount *= gamma
+        self._at = tuple(path)  # the env now stands at the rollout's end
+        return total, n
+
+    def close(self) -> None:
+        self.env.close()
+
+
+__all__ = ["EnvHost", "Faults", "InvalidActionError", "state_key"]

@@ -1,0 +1,117 @@
+"""The sandbox service over real gRPC with real environment workers and a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from evoskill.events.v1 import events_pb2
+from evoskill.platform.bus import Bus, Subjects
+from evoskill.platform.config import Settings
+from evoskill.platform.rpc import channel
+from evoskill.platform.service import RunningService, start_service
+from evoskill.sandbox.service import create
+from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
+from tests.integration.test_bus import isolated
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def sandbox(settings: Settings):  # type: ignore[no-untyped-def]
+    settings = isolated(settings)
+    settings = settings.model_copy(update={"sandbox": settings.sandbox.model_copy(update={"step_quota": 500})})
+    running: RunningService = await start_service("sandbox", settings, create)
+    async with channel(settings.endpoint("sandbox").target) as ch:
+        yield settings, running, sandbox_pb2_grpc.SandboxServiceStub(ch)
+    await running.stop()
+
+
+async def test_play_probe_fork_and_publish(sandbox) -> None:  # type: ignore[no-untyped-def]
+    settings, _, stub = sandbox
+    watcher = Bus(settings, "watcher")
+    seen: list[events_pb2.StepExecuted] = []
+
+    @watcher.consumer(Subjects.STEP_EXECUTED, events_pb2.StepExecuted)
+    async def on_step(event: events_pb2.StepExecuted) -> None:
+        seen.append(event)
+
+    await watcher.start()
+    try:
+        reply = await stub.CreateSession(
+            sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=3, fold="test", gold_path=True), timeout=120
+        )
+        assert reply.observation.goal and reply.observation.valid_actions and reply.gold_path
+        sid = reply.session_id
+
+        probes = [sandbox_pb2.Probe(actions=[a], rollout_depth=5, rollout_seed=i)
+                  for i, a in enumerate(reply.observation.valid_actions)]
+        sim = await stub.Simulate(sandbox_pb2.SimulateRequest(session_id=sid, probes=probes, gamma=0.9))
+        assert [r.transition.action.text for r in sim.results] == list(reply.observation.valid_actions)
+        assert all(r.state_key and len(r.templates) == len(r.observation.valid_actions) for r in sim.results)
+        assert sim.env_steps > 0
+
+        # Simulation never moves the session: following the gold path still wins.
+        for action in reply.gold_path:
+            step = await stub.Step(sandbox_pb2.StepRequest(session_id=sid, action=action, publish=True))
+        assert step.transition.after.won and step.transition.after.done
+        assert list(step.transition.previous_actions) == list(reply.gold_path[:-1])
+
+        fork = await stub.Fork(sandbox_pb2.ForkRequest(session_id=sid), timeout=60)
+        assert list(fork.actions) == list(reply.gold_path) and fork.observation.won
+
+        for _ in range(50):
+            if len(seen) >= len(reply.gold_path):
+                break
+            await asyncio.sleep(0.1)
+        assert [e.transition.action.text for e in seen] == list(reply.gold_path)
+    finally:
+        await watcher.stop()
+
+
+async def test_bad_input_answers_invalid_argument_naming_the_problem(sandbox) -> None:  # type: ignore[no-untyped-def]
+    _, _, stub = sandbox
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:chess", seed=1), timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "chess" in (info.value.details() or "")
+
+    reply = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1), timeout=120)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.Step(sandbox_pb2.StepRequest(session_id=reply.session_id, action="fly to the moon"))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "fly to the moon" in (info.value.details() or "")
+
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.Step(sandbox_pb2.StepRequest(session_id="nope", action="look around"))
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_killed_worker_fails_its_call_and_the_next_episode_succeeds(sandbox) -> None:  # type: ignore[no-untyped-def]
+    _, running, stub = sandbox
+    servicer = running.parts.registrations[0][1]
+    reply = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=2), timeout=120)
+    await servicer.kill_worker(reply.session_id)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.Step(sandbox_pb2.StepRequest(session_id=reply.session_id, action=reply.observation.valid_actions[0]))
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "worker died" in (info.value.details() or "")
+
+    again = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=2,
+                                                                      gold_path=True), timeout=120)
+    for action in again.gold_path:
+        step = await stub.Step(sandbox_pb2.StepRequest(session_id=again.session_id, action=action))
+    assert step.transition.after.won
+
+
+async def test_step_quota_is_enforced(sandbox) -> None:  # type: ignore[no-untyped-def]
+    _, _, stub = sandbox
+    reply = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, step_quota=3),
+                                     timeout=120)
+    for _ in range(3):
+        await stub.Step(sandbox_pb2.StepRequest(session_id=reply.session_id, action="look around"))
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.Step(sandbox_pb2.StepRequest(session_id=reply.session_id, action="look around"))
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
