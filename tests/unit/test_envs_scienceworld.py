@@ -1,0 +1,120 @@
+"""ScienceWorld adapter on the real simulator: one JVM for the module."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("scienceworld")
+
+from evoskill.envs import InvalidActionError, make_env
+from evoskill.envs.scienceworld_env import ScienceWorldAdapter
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
+
+TASK = "sciworld:lifespan-longest-lived"  # gold paths of 2-6 steps
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[ScienceWorldAdapter]:
+    e = make_env(TASK)
+    assert isinstance(e, ScienceWorldAdapter)
+    yield e
+    e.close()
+
+
+def play_gold(env: ScienceWorldAdapter) -> None:
+    for action in env.gold_path() or []:
+        if env.done:
+            break
+        env.step(action)
+
+
+def test_reset_gives_goal_and_valid_actions_and_gold_path_wins(env: ScienceWorldAdapter) -> None:
+    obs = env.reset(seed=0, fold="test")
+    assert env.variation in env.variations("test")
+    assert "longest life span" in obs.goal and not obs.goal.startswith("Task Description")
+    assert len(obs.valid_actions) > 50 and "look around" in obs.valid_actions
+    assert obs.text.startswith("This room is called") and obs.inventory and obs.look
+    assert (obs.score, obs.done, obs.moves) == (0.0, False, 0)
+    gold = env.gold_path()
+    assert gold and any(a.startswith("focus on") for a in gold)
+    rewards = []
+    for action in gold:
+        if env.done:
+            break
+        rewards.append(env.step(action)[1])
+    # ScienceWorld's gold paths reach the full score (100 -> 1.0); trailing "wait1" may be left over.
+    assert env.won and env.done and env.score == 1.0
+    assert sum(rewards) == pytest.approx(1.0) and all(r >= 0 for r in rewards)
+
+
+def test_invalid_and_ambiguous_actions_raise_without_changing_state(env: ScienceWorldAdapter) -> None:
+    env.reset(seed=0, fold="train")
+    before = env.observation()
+    with pytest.raises(InvalidActionError, match=r"'fly to the moon'.*parser"):
+        env.step("fly to the moon")
+    with pytest.raises(InvalidActionError, match="ambiguous") as info:
+        env.step("open door")
+    assert info.value.action == "open door"
+    assert env.observation() == before and env.moves == 0
+    # Gold paths use forms outside the valid list (aliases, qualified names): the parser takes them.
+    obs, _ = env.step("examine picture")
+    assert "picture" in obs.text and env.moves == 1
+    env.strict = False
+    try:
+        obs, reward = env.step("fly to the moon")
+        assert "No known action" in obs.text and reward == 0.0
+    finally:
+        env.strict = True
+
+
+def test_folds_give_different_variations(env: ScienceWorldAdapter) -> None:
+    folds = {f: env.variations(f) for f in ("train", "dev", "test")}
+    assert not set(folds["train"]) & set(folds["dev"]) and not set(folds["dev"]) & set(folds["test"])
+    seen = {}
+    for fold in ("train", "dev"):
+        obs = env.reset(seed=0, fold=fold)
+        seen[fold] = (env.variation, obs.text)
+    assert seen["train"] != seen["dev"]
+    assert env.reset(seed=0, fold="dev").text == seen["dev"][1]
+
+
+def test_templates_come_from_scienceworld(env: ScienceWorldAdapter) -> None:
+    env.reset(seed=0, fold="train")
+    assert env.template("focus on baby brown bear") == "focus on X"
+    assert env.template("move egg dove egg in inventory to blue box") == "move X to Y"
+    assert env.template("go to kitchen") == "go to X"
+    assert env.template("pick up thermometer") == "pick up X"
+    assert env.template("look around") == "look around"
+    templates = {env.template(a) for a in env.valid_actions()}
+    assert {"open X", "connect X to Y", "look at X"} <= templates
+    assert templates <= set(env.templates)
+    assert {env.template(a) for a in env.valid_actions()} == templates
+
+
+def test_snapshot_restore_by_replay_and_task_switch(env: ScienceWorldAdapter) -> None:
+    assert not env.native_copy
+    env.reset(seed=1, fold="train")
+    gold = env.gold_path() or []
+    env.step(gold[0])
+    snap = env.snapshot()
+    before = env.observation()
+    env.step(gold[1])
+    assert env.restore(snap) == before and env.actions == [gold[0]]
+    play_gold(env)
+    assert env.won
+    env.load("sciworld:2-1")  # use-thermometer, by task id
+    obs = env.reset(seed=0)
+    assert env.spec.name == "use-thermometer" and "thermometer" in obs.goal
+    env.load(TASK)
+
+
+@pytest.mark.slow
+def test_boil_gold_path_reaches_full_score() -> None:
+    with make_env("sciworld:boil") as e:
+        e.reset(seed=0, fold="train")
+        play_gold(e)  # type: ignore[arg-type]
+        assert e.won and e.score == 1.0
