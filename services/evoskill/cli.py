@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -195,6 +196,94 @@ def run() -> None:
             console.print("stack stopped")
 
     raise typer.Exit(asyncio.run(main()))
+
+
+@app.command()
+def solve(
+    env: Annotated[str, typer.Option(help="environment spec, e.g. twx:coin or 'twx:cookingworld?numLocations=1'")],
+    seed: int = 0,
+    fold: str = "test",
+    simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 64,
+    agent: Annotated[str, typer.Option(help="mcts | random | policy | policy+mcts")] = "mcts",
+    max_steps: int = 50,
+) -> None:
+    """Play one episode through the services with a live progress display."""
+    from rich.live import Live
+
+    from evoskill.orchestrator.evaluate import episode_request, play, services
+
+    settings = Settings()
+
+    async def main() -> None:
+        async with services(settings, console.print):
+            table = Table("step", "action", "visits", "reward", "score", title=f"{env} seed {seed} ({agent})")
+            with Live(table, console=console, refresh_per_second=8):
+                def show(update) -> None:  # type: ignore[no-untyped-def]
+                    visits = max((s.visits for s in update.search.root), default=0) if update.HasField("search") else 0
+                    if update.action:
+                        table.add_row(str(update.step_index), update.action, str(visits),
+                                      f"{update.total_reward:.2f}", f"{update.observation.score:.2f}")
+
+                outcome = await play(settings, episode_request(env, seed, fold, agent, simulations, max_steps), show)
+            console.print(f"[bold]{'won' if outcome.won else 'not won'}[/bold] · score {outcome.score:.2f} · "
+                          f"{outcome.steps} steps · {outcome.env_steps} environment steps")
+
+    _run_client(main)
+
+
+@app.command("eval")
+def eval_cmd(
+    env: Annotated[str, typer.Option(help="environment spec")],
+    agent: Annotated[str, typer.Option(help="random | mcts | policy | policy+mcts")] = "mcts",
+    fold: str = "test",
+    episodes: int = 20,
+    simulations: int = 64,
+    max_steps: int = 50,
+    seed_offset: int = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+) -> None:
+    """Play many episodes and print success rate, mean score and environment steps."""
+    import json
+
+    from rich.progress import Progress
+
+    from evoskill.orchestrator.evaluate import EvalReport, episode_request, play, services
+
+    settings = Settings()
+
+    async def main() -> None:
+        async with services(settings, console.print):
+            report = EvalReport(env, agent, fold, simulations, [],
+                                {"search": settings.search.model_dump(), "max_steps": max_steps})
+            with Progress(console=console) as progress:
+                task = progress.add_task(f"{agent} on {env}", total=episodes)
+                for seed in range(seed_offset, seed_offset + episodes):
+                    request = episode_request(env, seed, fold, agent, simulations, max_steps)
+                    report.episodes.append(await play(settings, request))
+                    progress.advance(task)
+        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps")
+        table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
+                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}")
+        console.print(table)
+        if json_path is not None:
+            json_path.write_text(json.dumps(report.to_json(), indent=2))
+            console.print(f"wrote {json_path}")
+
+    _run_client(main)
+
+
+def _run_client(main) -> None:  # type: ignore[no-untyped-def]
+    """Client commands: bad input and unreachable services end in one line, not a traceback."""
+    import grpc
+
+    from evoskill.stack.supervisor import StackError
+
+    try:
+        asyncio.run(main())
+    except grpc.aio.AioRpcError as exc:
+        _fail(f"{exc.code().name}: {exc.details()}")
+    except StackError as exc:
+        _fail(str(exc))
 
 
 def _mount_optional() -> None:

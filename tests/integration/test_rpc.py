@@ -84,4 +84,7 @@ def test_only_safe_methods_are_retried() -> None:
     }
     assert ("evoskill.reward.v1.RewardService", "Score") in retried
     assert ("evoskill.sandbox.v1.SandboxService", "Step") not in retried
-    assert all(entry["timeout"] == "3.000s" for entry in config["methodConfig"])
+    timeouts = {(n.get("service"), n.get("method")): e["timeout"] for e in config["methodConfig"] for n in e["name"]}
+    assert timeouts[(None, None)] == "3.000s"
+    assert timeouts[("evoskill.reward.v1.RewardService", "Score")] == "3.000s"
+    assert timeouts[("evoskill.planner.v1.PlannerService", "PlayEpisode")] == "3600.000s"

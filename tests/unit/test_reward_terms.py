@@ -30,9 +30,10 @@ def step(
     return Transition(
         episode_id="e1",
         step_index=len(previous_actions),
-        before=Observation(text=before, goal="Cook the carrot.", score=score[0]),
+        # The room description tracks the feedback here, so different feedback = a changed world.
+        before=Observation(text=before, look=before, goal="Cook the carrot.", score=score[0]),
         action=Action(text=action, template=template),
-        after=Observation(text=after, score=score[1], done=done, won=won, lost=lost),
+        after=Observation(text=after, look=after, score=score[1], done=done, won=won, lost=lost),
         env_reward=env_reward,
         failure=Failure(kind=failure),
         previous_actions=list(previous_actions),

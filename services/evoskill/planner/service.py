@@ -1,11 +1,107 @@
-"""The planner service process (gRPC health only until its API lands; see the issues)."""
+"""The planner process: plays episodes with MCTS over sandbox sessions, publishes what it found."""
 
 from __future__ import annotations
 
-from evoskill.platform.bus import Bus
+import asyncio
+import contextvars
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from evoskill.core.search import search
+from evoskill.planner.episode import EpisodePlayer, resolve_config, search_reply
+from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
+from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
+from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
+from evoskill.platform.rpc import rpc_method, status_for, sync_channel
 from evoskill.platform.service import ServiceParts
+from evoskill.reward.v1 import reward_pb2_grpc
+from evoskill.sandbox.v1 import sandbox_pb2_grpc
+
+SERVICE_NAME = "evoskill.planner.v1.PlannerService"
+_DONE = object()
+
+
+class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
+    def __init__(self, settings: Settings, bus: Bus | None) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.sandbox = sandbox_pb2_grpc.SandboxServiceStub(sync_channel(settings.endpoint("sandbox").target,
+                                                                        settings.grpc))
+        self.reward = reward_pb2_grpc.RewardServiceStub(sync_channel(settings.endpoint("reward").target,
+                                                                     settings.grpc))
+        self.policy: PolicyFn | None = None
+        self.policy_version = ""
+
+    def player(self) -> EpisodePlayer:
+        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, self.policy)
+
+    async def PlayEpisode(self, request: planner_pb2.PlayEpisodeRequest,
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[planner_pb2.EpisodeUpdate]:
+        player = self.player()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for update in player.play(request):
+                    loop.call_soon_threadsafe(queue.put_nowait, update)
+                    if stop.is_set():
+                        return
+            except Exception as exc:
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+        context_copy = contextvars.copy_context()  # the caller's trace continues in the thread
+        thread = threading.Thread(target=context_copy.run, args=(produce,), daemon=True, name="episode")
+        thread.start()
+        try:
+            while (item := await queue.get()) is not _DONE:
+                if isinstance(item, Exception):
+                    message = item.details() if isinstance(item, grpc.RpcError) else str(item)  # type: ignore[attr-defined]
+                    code = item.code() if isinstance(item, grpc.RpcError) else status_for(item)  # type: ignore[attr-defined]
+                    await context.abort(code, f"{type(item).__name__}: {message}")
+                yield item
+        finally:
+            stop.set()
+        if self.bus is not None and player.completed.steps:
+            for stats in player.stats:
+                await self.bus.publish(Subjects.SEARCH_STATS, stats)
+            await self.bus.publish(Subjects.EPISODE_COMPLETED, player.completed)
+
+    @rpc_method
+    async def Search(self, request: planner_pb2.SearchRequest,
+                     context: grpc.aio.ServicerContext) -> planner_pb2.SearchReply:
+        if not request.session_id:
+            raise ValueError("session_id is empty")
+        config = resolve_config(request.config, self.settings.search, request.config.seed)
+        value_mix = request.config.value_mix if request.config.HasField("value_mix") else self.settings.search.value_mix
+
+        def run() -> planner_pb2.SearchReply:
+            env = SandboxSearch(self.sandbox, self.reward, request.session_id, gamma=config.gamma,
+                                rollout_depth=config.rollout_depth, value_mix=value_mix,
+                                prefetch_children=self.settings.search.prefetch_children,
+                                policy=self.policy if request.config.agent == "policy+mcts" else None,
+                                seed=config.seed)
+            root = env.root()
+            if root.num_actions == 0:
+                raise ValueError(f"session {request.session_id} has no valid action (episode over?)")
+            result = search(root, env.step, config, env.evaluate)
+            actions = list(env.actions(()))
+            return search_reply(result, actions, actions[result.action])
+
+        return await asyncio.to_thread(run)
 
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
-    return ServiceParts()
+    servicer = PlannerServicer(settings, bus)
+    return ServiceParts(registrations=[(planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer,
+                                        SERVICE_NAME)])
+
+
+__all__ = ["SERVICE_NAME", "PlannerServicer", "create"]

@@ -88,9 +88,18 @@ class SearchSettings(BaseModel):
     dirichlet_weight: float = Field(0.25, description="Share of the root prior replaced by noise")
     rollout_depth: int = Field(10, description="Steps of a rollout from a leaf (5-20)")
     gamma: float = Field(0.97, description="Discount factor (0.95-0.99)")
-    value_mix: float = Field(0.0, description="Leaf value = mix*value_fn + (1-mix)*rollout")
+    value_mix: float = Field(
+        1.0, description="Leaf value = (1-mix)*value network + mix*rollout return (1 = rollouts only, no θ needed)"
+    )
     early_stop_fraction: float = Field(0.8, description="Stop when one root action holds this share of visits")
-    max_children: int = Field(0, description="Progressive widening cap on children per node (0 = off)")
+    max_children: int = Field(0, description="Hard cap on children considered per node (0 = off)")
+    widening_k: float = Field(0.0, description="Progressive widening: consider ceil(k*N^alpha) children (0 = off)")
+    widening_alpha: float = Field(0.5, description="Progressive widening exponent")
+    hierarchical: bool = Field(False, description="Template-first expansion: pick a skill, then its arguments")
+    transpositions: bool = Field(True, description="Share nodes reached by different paths to the same state")
+    prefetch_children: int = Field(
+        32, description="Step all children of a new node in one sandbox call when it has at most this many actions"
+    )
     batch_size: int = Field(8, description="Leaves evaluated together under virtual loss")
     max_episode_steps: int = Field(50, description="Real steps before an episode is cut off")
 
@@ -108,7 +117,7 @@ class RewardSettings(BaseModel):
     completion_weight: float = Field(1.0, description="Weight of the completion dimension")
     efficiency_weight: float = Field(0.1, description="Weight of the efficiency dimension")
     safety_weight: float = Field(0.5, description="Weight of the safety dimension")
-    curiosity_weight: float = Field(0.0, description="Weight of the curiosity bonus")
+    curiosity_weight: float = Field(0.2, description="Weight of the curiosity (novelty) bonus")
 
 
 class LearnerSettings(BaseModel):

@@ -36,6 +36,14 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
     "grpc.health.v1.Health": ("Check",),
 }
 
+# Calls that legitimately outlast the default deadline (whole episodes, environment start-up); the caller's
+# own deadline still applies, gRPC takes the smaller of the two.
+LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
+    "evoskill.planner.v1.PlannerService": (("PlayEpisode", "Search"), 3600.0),
+    "evoskill.sandbox.v1.SandboxService": (("CreateSession", "Fork", "Reset"), 300.0),
+    "evoskill.learner.v1.LearnerService": (("Train",), 3600.0),
+}
+
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -131,6 +139,8 @@ def service_config(settings: GrpcSettings) -> str:
     """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods."""
     timeout = f"{settings.deadline_s:.3f}s"
     configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
+    for service, (methods, seconds) in LONG_CALLS.items():
+        configs.append({"name": [{"service": service, "method": m} for m in methods], "timeout": f"{seconds:.3f}s"})
     for service, methods in SAFE_TO_RETRY.items():
         configs.append({
             "name": [{"service": service, "method": m} for m in methods],
@@ -158,6 +168,24 @@ def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Chann
         ],
         interceptors=aio_client_interceptors(),
     )
+
+
+def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Channel:
+    """A blocking channel (for search running in a worker thread), traced and configured like `channel`."""
+    from opentelemetry.instrumentation.grpc import client_interceptor
+    from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
+
+    settings = settings or GrpcSettings()
+    raw = grpc.insecure_channel(
+        target,
+        options=[
+            ("grpc.service_config", service_config(settings)),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ],
+    )
+    channel: grpc.Channel = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels
+    return channel
 
 
 async def check_health(target: str, service: str = "", timeout_s: float = 2.0) -> bool:

@@ -183,7 +183,10 @@ class EnvHost:
             before = self.env.observation()
             failure = self.faults.draw(random.Random(_path_seed(seed, path))) if self._faulty else None
             history = [*self.env.actions]
-            transition = self._transition(before, path[-1], failure, history, self.observations)
+            # The simulated path is part of the episode's history too (loops and novelty inside search).
+            path_feedback = [self._cache[path[:k]].observation.text for k in range(1, len(path))
+                             if path[:k] in self._cache]
+            transition = self._transition(before, path[-1], failure, history, [*self.observations, *path_feedback])
             self._at = path if failure is None else path[:-1]
             cost += 1 if failure is None else 0
             obs = transition.after

@@ -66,12 +66,13 @@ class StepSignals:
     terminal: bool
     final_score: float
     score_gain: float
+    novel: bool = False
 
 
 def _world(observation: Observation) -> tuple[object, ...]:
-    """The parts of an observation that change when the action does something (moves do not count)."""
+    """The parts of an observation that change when the action does something. The feedback text is left
+    out: "That is already closed." differs from the last feedback, yet nothing happened."""
     return (
-        normalise(observation.text),
         observation.score,
         normalise(observation.inventory),
         normalise(observation.look),
@@ -103,6 +104,11 @@ def step_signals(transition: Transition, history: EpisodeHistory | None = None) 
     arguments = action_arguments(transition.action.text, transition.action.template)
     result_used = not failed and not loop and bool(arguments & history.revealed_words())
     score_delta = after.score - before.score
+    # Count-based novelty within the episode (curiosity, seed 000 §5.3): an action that changed the world
+    # into a place whose description the episode has not shown before.
+    # An arrival is a step whose feedback is the place's description (moving in TextWorld(Express)).
+    arrived = not after.look or normalise(after.text) == normalise(after.look)
+    novel = effect and not loop and arrived and normalise(after.text) not in history.seen_observations(before.text)
     return StepSignals(
         own_failure=own_failure,
         external_failure=external_failure,
@@ -116,6 +122,7 @@ def step_signals(transition: Transition, history: EpisodeHistory | None = None) 
         final_score=after.score,
         # Adapters normalise Observation.score; env_reward is the fallback for those reporting only a reward.
         score_gain=score_delta if score_delta != 0.0 else transition.env_reward,
+        novel=novel,
     )
 
 
@@ -173,20 +180,21 @@ def score_transition(
     weights: RewardSettings,
     history: EpisodeHistory | None = None,
     *,
-    curiosity: float = 0.0,
+    curiosity: float | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> RewardBreakdown:
     """Score one step (see the module docstring for the formula).
 
     `history` defaults to the one the transition carries (previous_actions/previous_observations);
-    `curiosity` is an intrinsic bonus computed elsewhere (curiosity.py), weighted by curiosity_weight."""
+    `curiosity` is an intrinsic bonus computed elsewhere (curiosity.py); when None, the episode's own
+    count-based novelty (1 for a step into a place not seen before) is used; weighted by curiosity_weight."""
     signals = step_signals(transition, history)
     breakdown = RewardBreakdown(
         terms=weighted_terms(signals, weights),
         completion=completion(signals),
         efficiency=efficiency(max_steps),
         safety=safety(signals, weights),
-        curiosity=curiosity,
+        curiosity=(1.0 if signals.novel else 0.0) if curiosity is None else curiosity,
         external_failure=signals.external_failure,
     )
     breakdown.total = total_of(breakdown, weights)

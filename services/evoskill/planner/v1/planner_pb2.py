@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from evoskill.common.v1 import common_pb2 as evoskill_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/planner/v1/planner.proto\x12\x13\x65voskill.planner.v1\x1a\x1f\x65voskill/common/v1/common.proto\"\x9f\x02\n\x0cSearchConfig\x12\x17\n\x0fnum_simulations\x18\x01 \x01(\x05\x12\x0e\n\x06\x63_puct\x18\x02 \x01(\x01\x12\x17\n\x0f\x64irichlet_alpha\x18\x03 \x01(\x01\x12\x18\n\x10\x64irichlet_weight\x18\x04 \x01(\x01\x12\x15\n\rrollout_depth\x18\x05 \x01(\x05\x12\r\n\x05gamma\x18\x06 \x01(\x01\x12\x11\n\tvalue_mix\x18\x07 \x01(\x01\x12\x1b\n\x13\x65\x61rly_stop_fraction\x18\x08 \x01(\x01\x12\x14\n\x0cmax_children\x18\t \x01(\x05\x12\r\n\x05\x61gent\x18\n \x01(\t\x12\x16\n\x0epolicy_version\x18\x0b \x01(\t\x12\x12\n\nbatch_size\x18\x0c \x01(\x05\x12\x0c\n\x04seed\x18\r \x01(\x03\"V\n\rSearchRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x06\x63onfig\x18\x02 \x01(\x0b\x32!.evoskill.planner.v1.SearchConfig\"F\n\nActionStat\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\x0e\n\x06visits\x18\x02 \x01(\x05\x12\t\n\x01q\x18\x03 \x01(\x01\x12\r\n\x05prior\x18\x04 \x01(\x01\"\x99\x01\n\tTreeStats\x12\x13\n\x0bsimulations\x18\x01 \x01(\x05\x12\r\n\x05nodes\x18\x02 \x01(\x05\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\x11\n\tenv_steps\x18\x04 \x01(\x05\x12\x1a\n\x12transposition_hits\x18\x05 \x01(\x05\x12\x15\n\rearly_stopped\x18\x06 \x01(\x08\x12\x0f\n\x07seconds\x18\x07 \x01(\x01\"\x8f\x01\n\x0bSearchReply\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12-\n\x04root\x18\x02 \x03(\x0b\x32\x1f.evoskill.planner.v1.ActionStat\x12\x12\n\nroot_value\x18\x03 \x01(\x01\x12-\n\x05stats\x18\x04 \x01(\x0b\x32\x1e.evoskill.planner.v1.TreeStats\"\x9c\x01\n\x12PlayEpisodeRequest\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\x12\x11\n\tmax_steps\x18\x04 \x01(\x05\x12\x31\n\x06\x63onfig\x18\x05 \x01(\x0b\x32!.evoskill.planner.v1.SearchConfig\x12\x12\n\nepisode_id\x18\x06 \x01(\t\"\xea\x01\n\rEpisodeUpdate\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_index\x18\x02 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x34\n\x0bobservation\x18\x04 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x30\n\x06search\x18\x05 \x01(\x0b\x32 .evoskill.planner.v1.SearchReply\x12\x10\n\x08\x66inished\x18\x06 \x01(\x08\x12\x14\n\x0ctotal_reward\x18\x07 \x01(\x01\x12\x11\n\tenv_steps\x18\x08 \x01(\x05\x32\xbe\x01\n\x0ePlannerService\x12N\n\x06Search\x12\".evoskill.planner.v1.SearchRequest\x1a .evoskill.planner.v1.SearchReply\x12\\\n\x0bPlayEpisode\x12\'.evoskill.planner.v1.PlayEpisodeRequest\x1a\".evoskill.planner.v1.EpisodeUpdate0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/planner/v1/planner.proto\x12\x13\x65voskill.planner.v1\x1a\x1f\x65voskill/common/v1/common.proto\"\x8d\x05\n\x0cSearchConfig\x12\x1c\n\x0fnum_simulations\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x06\x63_puct\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1c\n\x0f\x64irichlet_alpha\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x1d\n\x10\x64irichlet_weight\x18\x04 \x01(\x01H\x03\x88\x01\x01\x12\x1a\n\rrollout_depth\x18\x05 \x01(\x05H\x04\x88\x01\x01\x12\x12\n\x05gamma\x18\x06 \x01(\x01H\x05\x88\x01\x01\x12\x16\n\tvalue_mix\x18\x07 \x01(\x01H\x06\x88\x01\x01\x12 \n\x13\x65\x61rly_stop_fraction\x18\x08 \x01(\x01H\x07\x88\x01\x01\x12\x19\n\x0cmax_children\x18\t \x01(\x05H\x08\x88\x01\x01\x12\r\n\x05\x61gent\x18\n \x01(\t\x12\x16\n\x0epolicy_version\x18\x0b \x01(\t\x12\x17\n\nbatch_size\x18\x0c \x01(\x05H\t\x88\x01\x01\x12\x11\n\x04seed\x18\r \x01(\x03H\n\x88\x01\x01\x12\x17\n\nwidening_k\x18\x0e \x01(\x01H\x0b\x88\x01\x01\x12\x19\n\x0chierarchical\x18\x0f \x01(\x08H\x0c\x88\x01\x01\x12\x1b\n\x0etranspositions\x18\x10 \x01(\x08H\r\x88\x01\x01\x42\x12\n\x10_num_simulationsB\t\n\x07_c_puctB\x12\n\x10_dirichlet_alphaB\x13\n\x11_dirichlet_weightB\x10\n\x0e_rollout_depthB\x08\n\x06_gammaB\x0c\n\n_value_mixB\x16\n\x14_early_stop_fractionB\x0f\n\r_max_childrenB\r\n\x0b_batch_sizeB\x07\n\x05_seedB\r\n\x0b_widening_kB\x0f\n\r_hierarchicalB\x11\n\x0f_transpositions\"V\n\rSearchRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x06\x63onfig\x18\x02 \x01(\x0b\x32!.evoskill.planner.v1.SearchConfig\"F\n\nActionStat\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\x0e\n\x06visits\x18\x02 \x01(\x05\x12\t\n\x01q\x18\x03 \x01(\x01\x12\r\n\x05prior\x18\x04 \x01(\x01\"\x99\x01\n\tTreeStats\x12\x13\n\x0bsimulations\x18\x01 \x01(\x05\x12\r\n\x05nodes\x18\x02 \x01(\x05\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\x11\n\tenv_steps\x18\x04 \x01(\x05\x12\x1a\n\x12transposition_hits\x18\x05 \x01(\x05\x12\x15\n\rearly_stopped\x18\x06 \x01(\x08\x12\x0f\n\x07seconds\x18\x07 \x01(\x01\"\x8f\x01\n\x0bSearchReply\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12-\n\x04root\x18\x02 \x03(\x0b\x32\x1f.evoskill.planner.v1.ActionStat\x12\x12\n\nroot_value\x18\x03 \x01(\x01\x12-\n\x05stats\x18\x04 \x01(\x0b\x32\x1e.evoskill.planner.v1.TreeStats\"\x9c\x01\n\x12PlayEpisodeRequest\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\x12\x11\n\tmax_steps\x18\x04 \x01(\x05\x12\x31\n\x06\x63onfig\x18\x05 \x01(\x0b\x32!.evoskill.planner.v1.SearchConfig\x12\x12\n\nepisode_id\x18\x06 \x01(\t\"\xea\x01\n\rEpisodeUpdate\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_index\x18\x02 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x34\n\x0bobservation\x18\x04 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x30\n\x06search\x18\x05 \x01(\x0b\x32 .evoskill.planner.v1.SearchReply\x12\x10\n\x08\x66inished\x18\x06 \x01(\x08\x12\x14\n\x0ctotal_reward\x18\x07 \x01(\x01\x12\x11\n\tenv_steps\x18\x08 \x01(\x05\x32\xbe\x01\n\x0ePlannerService\x12N\n\x06Search\x12\".evoskill.planner.v1.SearchRequest\x1a .evoskill.planner.v1.SearchReply\x12\\\n\x0bPlayEpisode\x12\'.evoskill.planner.v1.PlayEpisodeRequest\x1a\".evoskill.planner.v1.EpisodeUpdate0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,19 +33,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evoskill.planner.v1.planner
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SEARCHCONFIG']._serialized_start=92
-  _globals['_SEARCHCONFIG']._serialized_end=379
-  _globals['_SEARCHREQUEST']._serialized_start=381
-  _globals['_SEARCHREQUEST']._serialized_end=467
-  _globals['_ACTIONSTAT']._serialized_start=469
-  _globals['_ACTIONSTAT']._serialized_end=539
-  _globals['_TREESTATS']._serialized_start=542
-  _globals['_TREESTATS']._serialized_end=695
-  _globals['_SEARCHREPLY']._serialized_start=698
-  _globals['_SEARCHREPLY']._serialized_end=841
-  _globals['_PLAYEPISODEREQUEST']._serialized_start=844
-  _globals['_PLAYEPISODEREQUEST']._serialized_end=1000
-  _globals['_EPISODEUPDATE']._serialized_start=1003
-  _globals['_EPISODEUPDATE']._serialized_end=1237
-  _globals['_PLANNERSERVICE']._serialized_start=1240
-  _globals['_PLANNERSERVICE']._serialized_end=1430
+  _globals['_SEARCHCONFIG']._serialized_end=745
+  _globals['_SEARCHREQUEST']._serialized_start=747
+  _globals['_SEARCHREQUEST']._serialized_end=833
+  _globals['_ACTIONSTAT']._serialized_start=835
+  _globals['_ACTIONSTAT']._serialized_end=905
+  _globals['_TREESTATS']._serialized_start=908
+  _globals['_TREESTATS']._serialized_end=1061
+  _globals['_SEARCHREPLY']._serialized_start=1064
+  _globals['_SEARCHREPLY']._serialized_end=1207
+  _globals['_PLAYEPISODEREQUEST']._serialized_start=1210
+  _globals['_PLAYEPISODEREQUEST']._serialized_end=1366
+  _globals['_EPISODEUPDATE']._serialized_start=1369
+  _globals['_EPISODEUPDATE']._serialized_end=1603
+  _globals['_PLANNERSERVICE']._serialized_start=1606
+  _globals['_PLANNERSERVICE']._serialized_end=1796
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchConfig(_message.Message):
-    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed")
+    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions")
     NUM_SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     C_PUCT_FIELD_NUMBER: _ClassVar[int]
     DIRICHLET_ALPHA_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,9 @@ class SearchConfig(_message.Message):
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    WIDENING_K_FIELD_NUMBER: _ClassVar[int]
+    HIERARCHICAL_FIELD_NUMBER: _ClassVar[int]
+    TRANSPOSITIONS_FIELD_NUMBER: _ClassVar[int]
     num_simulations: int
     c_puct: float
     dirichlet_alpha: float
@@ -35,7 +38,10 @@ class SearchConfig(_message.Message):
     policy_version: str
     batch_size: int
     seed: int
-    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+    widening_k: float
+    hierarchical: bool
+    transpositions: bool
+    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("session_id", "config")

@@ -1,0 +1,48 @@
+"""MCTS search core: small pure functions over an array-backed tree (mctx style).
+
+The environment and the network are arguments, not base classes:
+
+    result = search(Root(state, num_actions, key), step, SearchConfig(num_simulations=200), evaluate)
+    result.action, result.visit_counts, result.q_values, result.priors, result.stats
+
+`step(state, action) -> Transition(next_state, reward, done, key, num_actions, templates)` is one
+environment step; states are opaque to the search (a sandbox fork handle, an action prefix...), so
+the planner wraps a sandbox session as `step`. `evaluate(states) -> Evaluation(logits, values)` is the
+batched network. Selection, expansion and backup are JIT kernels (numba when installed).
+"""
+
+from evoskill.core.search.evaluation import rollout
+from evoskill.core.search.jit import HAVE_NUMBA
+from evoskill.core.search.mcts import SearchResult, search, warm_up
+from evoskill.core.search.tree import NO_CHILD, Tree, TreeArrays
+from evoskill.core.search.types import (
+    EvaluateFn,
+    Evaluation,
+    RolloutPolicy,
+    Root,
+    SearchConfig,
+    SearchStats,
+    StepBatchFn,
+    StepFn,
+    Transition,
+)
+
+__all__ = [
+    "HAVE_NUMBA",
+    "NO_CHILD",
+    "EvaluateFn",
+    "Evaluation",
+    "RolloutPolicy",
+    "Root",
+    "SearchConfig",
+    "SearchResult",
+    "SearchStats",
+    "StepBatchFn",
+    "StepFn",
+    "Transition",
+    "Tree",
+    "TreeArrays",
+    "rollout",
+    "search",
+    "warm_up",
+]

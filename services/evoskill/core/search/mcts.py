@@ -1,0 +1,240 @@
+"""`search`: MCTS over an environment given as a step function (mctx style, Python callbacks).
+
+One round: select up to `batch_size` leaves under virtual loss (JIT), step the environment once per
+new edge (Python: states are opaque), evaluate all new states with ONE call of `evaluate`, then
+expand and back up (JIT). Rounds repeat until the budget is spent or the root's most visited action
+can no longer be overtaken (early stop).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evoskill.core.search.backup import expand_and_backup, top_two_visits
+from evoskill.core.search.descend import (
+    LEAF_FIELDS,
+    LEAF_KIND,
+    LEAF_NEW_EDGE,
+    LEAF_NODE,
+    LEAF_TRANSPOSITION,
+    collect_leaves,
+)
+from evoskill.core.search.evaluation import LeafEvaluator
+from evoskill.core.search.expand import expand_nodes
+from evoskill.core.search.puct import kernel_params
+from evoskill.core.search.tree import Tree
+from evoskill.core.search.types import (
+    EvaluateFn,
+    RolloutPolicy,
+    Root,
+    SearchConfig,
+    SearchStats,
+    StepBatchFn,
+    StepFn,
+    Transition,
+)
+
+_NO_INTS = np.zeros(0, np.int64)
+_NO_FLOATS = np.zeros(0)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    action: int  # most visited root action (ties: higher prior)
+    visit_counts: np.ndarray  # int64 per root action
+    q_values: np.ndarray  # Q(root, a) per action, NaN where unvisited
+    priors: np.ndarray  # root priors the search used (noise included)
+    root_value: float  # mean backed-up value of the root
+    stats: SearchStats
+    tree: Tree  # every node's statistics, e.g. for training targets
+    states: list[Any]  # states[n] is node n's state
+
+    @property
+    def visit_distribution(self) -> np.ndarray:
+        total = self.visit_counts.sum()
+        return self.visit_counts / total if total else self.visit_counts.astype(np.float64)
+
+    def principal_variation(self) -> list[int]:
+        return self.tree.principal_variation(0)
+
+
+def _templates(templates: Any, num_actions: int) -> np.ndarray:
+    out = np.ascontiguousarray(templates, dtype=np.int64).reshape(-1)
+    if len(out) != num_actions:
+        raise ValueError(f"{len(out)} templates for {num_actions} actions")
+    return out
+
+
+def search(
+    root: Root,
+    step: StepFn,
+    config: SearchConfig | None = None,
+    evaluate: EvaluateFn | None = None,
+    rollout_policy: RolloutPolicy | None = None,
+    step_batch: StepBatchFn | None = None,
+) -> SearchResult:
+    """Run MCTS from `root` and return the chosen action with root and tree statistics.
+
+    `step(state, action) -> Transition` must be deterministic for a given (state, action): each
+    edge is stepped once and its child cached, so `state` objects must stay valid until the search
+    returns. `evaluate(states) -> Evaluation` gives prior logits and values (uniform priors and
+    value 0 without it). `rollout_policy` picks rollout actions (uniform without it); rollouts run
+    only when `config.value_mix > 0`. `step_batch([(state, action), ...]) -> [Transition, ...]`, if
+    given, replaces `step` for the new edges of a batch (e.g. to run them on several sandbox
+    workers at once); rollouts still use `step`.
+    """
+    config = config or SearchConfig()
+    started = time.perf_counter()
+    rng = np.random.default_rng(config.seed)
+    params = kernel_params(config)
+    evaluator = LeafEvaluator(evaluate, step, rollout_policy, config, rng)
+    budget = config.num_simulations
+    tree = Tree(node_capacity=budget + 1, edge_capacity=(budget + 1) * max(root.num_actions, 1))
+    states: list[Any] = [root.state]
+    key_to_node: dict[Hashable, int] = {}
+    transpositions = config.transpositions
+    if transpositions and root.key is not None:
+        key_to_node[root.key] = 0
+
+    def result(simulations: int, env_steps: int, hits: int, deepest: int, early: bool) -> SearchResult:
+        visits, q, priors = tree.node_statistics(0, config.gamma)
+        edges = tree.edges(0)
+        action = -1
+        if len(edges):
+            best = max(edges, key=lambda e: (int(tree.edge_visits[e]), float(tree.edge_prior[e]), -e))
+            action = int(tree.edge_action[best])
+        stats = SearchStats(
+            simulations=simulations,
+            nodes=tree.num_nodes,
+            max_depth=deepest,
+            env_steps=env_steps + evaluator.rollout_steps,
+            evaluations=evaluator.calls,
+            evaluated_states=evaluator.states_evaluated,
+            transposition_hits=hits,
+            early_stopped=early,
+            seconds=time.perf_counter() - started,
+        )
+        return SearchResult(action, visits, q, priors, tree.node_value(0), stats, tree, states)
+
+    # The root: evaluated once; Dirichlet noise goes into its priors only.
+    root_actions = max(root.num_actions, 0)
+    tree.reserve(1, root_actions)
+    if root_actions:
+        logits, starts, width, values = evaluator([root.state], [root_actions])
+    else:
+        logits, starts, width, values = _NO_FLOATS, _NO_INTS, 0, _NO_FLOATS
+    templated = config.hierarchical and root.templates is not None and root_actions > 0
+    noise = _NO_FLOATS
+    if config.dirichlet_weight > 0.0 and root_actions:
+        noise = rng.dirichlet(np.full(root_actions, config.dirichlet_alpha))
+    tree.num_edges = expand_nodes(
+        *tree.arrays[:4], 0, 0, 1, np.array([root_actions], np.int64), np.array([0 if templated else -1]),
+        _templates(root.templates, root_actions) if templated else _NO_INTS,
+        logits, starts, width, values, noise, float(config.dirichlet_weight),
+    )  # fmt: skip
+    tree.num_nodes = 1
+    tree.node_visits[0] = 1
+    tree.node_value_sum[0] = tree.node_raw_value[0]
+    if not root_actions:
+        return result(0, 0, 0, 0, False)
+
+    # Per-batch buffers, reused every round.
+    batch = config.batch_size
+    path_nodes = np.zeros((batch, config.max_depth), np.int64)
+    path_edges = np.zeros((batch, config.max_depth), np.int64)
+    leaves = np.zeros((LEAF_FIELDS, batch), np.int64)
+    leaf_reward = np.zeros(batch)
+    new_num_actions = np.zeros(batch, np.int64)
+    new_template_start = np.full(batch, -1, np.int64)
+    hierarchical = config.hierarchical
+
+    simulations = env_steps = hits = deepest = 0
+    early_stopped = False
+    root_first, root_num = int(tree.node_first_edge[0]), int(tree.node_num_edges[0])
+    stop_at = budget + 1.0 if config.early_stop_fraction is None else config.early_stop_fraction * budget
+    while simulations < budget:
+        arrays = tree.arrays
+        taken = collect_leaves(*arrays, params, min(batch, budget - simulations), path_nodes, path_edges, leaves)
+        kinds, parents, actions = leaves[:3, :taken].tolist()
+        first_node = tree.num_nodes
+        new = 0
+        eval_states: list[Any] = []
+        eval_actions: list[int] = []
+        templates: list[np.ndarray] = []
+        template_cursor = 0
+        stepped = [i for i in range(taken) if kinds[i] == LEAF_NEW_EDGE]
+        if step_batch is None:
+            transitions = [step(states[parents[i]], actions[i]) for i in stepped]
+        else:
+            transitions = list(step_batch([(states[parents[i]], actions[i]) for i in stepped]))
+            if len(transitions) != len(stepped):
+                raise ValueError(f"step_batch returned {len(transitions)} transitions for {len(stepped)} steps")
+        for i, transition in zip(stepped, transitions, strict=True):
+            leaf_reward[i] = transition.reward
+            key = transition.key
+            if transpositions and key is not None:
+                existing = key_to_node.get(key)
+                if existing is not None:
+                    leaves[LEAF_NODE, i] = existing
+                    leaves[LEAF_KIND, i] = LEAF_TRANSPOSITION
+                    hits += 1
+                    continue
+                key_to_node[key] = first_node + new
+            leaves[LEAF_NODE, i] = first_node + new
+            states.append(transition.state)
+            num_actions = 0 if transition.done else max(transition.num_actions, 0)
+            new_num_actions[new] = num_actions
+            if num_actions:
+                eval_states.append(transition.state)
+                eval_actions.append(num_actions)
+                if hierarchical:
+                    new_template_start[new] = -1
+                    if transition.templates is not None:
+                        templates.append(_templates(transition.templates, num_actions))
+                        new_template_start[new] = template_cursor
+                        template_cursor += num_actions
+            new += 1
+        env_steps += len(stepped)
+
+        if eval_states:
+            logits, starts, width, values = evaluator(eval_states, eval_actions)
+            tree.reserve(new, sum(eval_actions))
+        else:
+            logits, starts, width, values = _NO_FLOATS, _NO_INTS, 0, _NO_FLOATS
+            tree.reserve(new, 0)
+        edges_used, round_depth = expand_and_backup(
+            *tree.arrays, params, first_node, tree.num_edges, new, new_num_actions, new_template_start,
+            np.concatenate(templates) if templates else _NO_INTS, logits, starts, width, values,
+            taken, path_nodes, path_edges, leaves, leaf_reward,
+        )  # fmt: skip
+        tree.num_nodes += new
+        tree.num_edges += edges_used
+        simulations += taken
+        deepest = max(deepest, round_depth)
+
+        if simulations >= stop_at and simulations < budget:
+            top, second = top_two_visits(tree.arrays.edge_int, root_first, root_num)
+            if top >= stop_at and top > second + (budget - simulations):
+                early_stopped = True
+                break
+    return result(simulations, env_steps, hits, deepest, early_stopped)
+
+
+def warm_up() -> float:
+    """Compile every kernel, or load it from numba's on-disk cache; returns the seconds it took.
+
+    A cold compile takes several seconds: services call this at start-up, images at build time.
+    """
+    started = time.perf_counter()
+
+    def step(state: int, action: int) -> Transition:
+        return Transition(state + 1, 0.0, state >= 2, state + 1, 2, (0, 1))
+
+    config = SearchConfig(num_simulations=4, batch_size=2, hierarchical=True, widening_k=1.0, early_stop_fraction=0.25)
+    search(Root(0, 2, key=0, templates=(0, 1)), step, config)
+    return time.perf_counter() - started

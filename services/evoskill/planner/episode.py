@@ -1,0 +1,190 @@
+"""Play one episode through the services: search (or not) each step, act for real, score, record.
+
+Runs in a worker thread with blocking stubs, yielding one `EpisodeUpdate` per real step; the last
+update carries `finished`. The returned `EpisodeCompleted` holds the whole trajectory with the search
+targets of every step (visit distribution, Q values, priors, root value) for the learner.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evoskill.core.search import SearchConfig, SearchResult, search
+from evoskill.events.v1 import events_pb2
+from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
+from evoskill.planner.v1 import planner_pb2
+from evoskill.platform.config import SearchSettings
+from evoskill.platform.telemetry import tracer
+from evoskill.reward.v1 import reward_pb2
+from evoskill.sandbox.v1 import sandbox_pb2
+
+AGENTS = ("mcts", "random", "policy", "policy+mcts")
+
+
+def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, seed: int) -> SearchConfig:
+    """The request's fields where set, the service's settings elsewhere."""
+
+    def pick(name: str, default: Any) -> Any:
+        return getattr(request, name) if request.HasField(name) else default
+
+    early = pick("early_stop_fraction", defaults.early_stop_fraction)
+    max_children = pick("max_children", defaults.max_children)
+    widening = pick("widening_k", defaults.widening_k)
+    return SearchConfig(
+        num_simulations=pick("num_simulations", defaults.num_simulations),
+        c_puct=pick("c_puct", defaults.c_puct),
+        dirichlet_alpha=pick("dirichlet_alpha", defaults.dirichlet_alpha),
+        dirichlet_weight=pick("dirichlet_weight", defaults.dirichlet_weight),
+        rollout_depth=pick("rollout_depth", defaults.rollout_depth),
+        gamma=pick("gamma", defaults.gamma),
+        value_mix=0.0,  # rollouts run in the sandbox; SandboxSearch.evaluate mixes them in
+        early_stop_fraction=None if early >= 1.0 else early,
+        max_children=max_children or None,
+        widening_k=widening or None,
+        widening_alpha=defaults.widening_alpha,
+        hierarchical=pick("hierarchical", defaults.hierarchical),
+        batch_size=pick("batch_size", defaults.batch_size),
+        transpositions=pick("transpositions", defaults.transpositions),
+        seed=pick("seed", seed),
+    )
+
+
+def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
+    if not request.env_spec:
+        raise ValueError("env_spec is empty; e.g. 'twx:coin'")
+    agent = request.config.agent or "mcts"
+    if agent not in AGENTS:
+        raise ValueError(f"agent {agent!r} is not one of {', '.join(AGENTS)}")
+    if request.config.HasField("num_simulations") and request.config.num_simulations < 1:
+        raise ValueError("config.num_simulations must be >= 1")
+    if request.max_steps < 0:
+        raise ValueError("max_steps must be >= 0")
+
+
+def q_values(result: SearchResult) -> np.ndarray:
+    """Unvisited actions have no Q; report the root value there (targets need numbers)."""
+    return np.nan_to_num(np.asarray(result.q_values, dtype=np.float64), nan=float(result.root_value))
+
+
+def search_target(result: SearchResult, actions: list[str]) -> events_pb2.SearchTarget:
+    visits = np.asarray(result.visit_counts, dtype=np.float64)
+    probs = visits / visits.sum() if visits.sum() > 0 else np.full(len(actions), 1.0 / max(len(actions), 1))
+    return events_pb2.SearchTarget(actions=actions, visit_probs=probs.tolist(),
+                                   q_values=q_values(result).tolist(),
+                                   priors=np.asarray(result.priors).tolist(), root_value=float(result.root_value))
+
+
+def search_reply(result: SearchResult, actions: list[str], chosen: str) -> planner_pb2.SearchReply:
+    s = result.stats
+    return planner_pb2.SearchReply(
+        action=chosen,
+        root=[planner_pb2.ActionStat(action=a, visits=int(v), q=float(q), prior=float(p))
+              for a, v, q, p in zip(actions, result.visit_counts, q_values(result), result.priors, strict=True)],
+        root_value=float(result.root_value),
+        stats=planner_pb2.TreeStats(simulations=s.simulations, nodes=s.nodes, max_depth=s.max_depth,
+                                    env_steps=s.env_steps, transposition_hits=s.transposition_hits,
+                                    early_stopped=s.early_stopped, seconds=s.seconds),
+    )
+
+
+@dataclass
+class EpisodePlayer:
+    sandbox: Any
+    reward: Any
+    settings: SearchSettings
+    policy: PolicyFn | None = None
+    completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
+    stats: list[events_pb2.SearchStats] = field(default_factory=list)
+
+    def play(self, request: planner_pb2.PlayEpisodeRequest) -> Iterator[planner_pb2.EpisodeUpdate]:
+        validate(request)
+        agent = request.config.agent or "mcts"
+        if agent.startswith("policy") and self.policy is None:
+            raise ValueError(f"agent {agent!r} needs a published policy, and none is loaded")
+        fold = request.fold or "test"
+        episode_id = request.episode_id or uuid.uuid4().hex
+        max_steps = request.max_steps or self.settings.max_episode_steps
+        rng = random.Random(request.seed)
+        with tracer().start_as_current_span("planner.episode") as span:
+            span.set_attribute("evoskill.episode_id", episode_id)
+            span.set_attribute("evoskill.env_spec", request.env_spec)
+            span.set_attribute("evoskill.agent", agent)
+            session = self.sandbox.CreateSession(
+                sandbox_pb2.CreateSessionRequest(env_spec=request.env_spec, seed=request.seed, fold=fold,
+                                                 episode_id=episode_id), timeout=180)
+            self.completed = events_pb2.EpisodeCompleted(
+                episode_id=episode_id, env_spec=request.env_spec, seed=request.seed, fold=fold, agent=agent,
+                policy_version=request.config.policy_version)
+            try:
+                yield from self._loop(request, agent, session, max_steps, rng)
+            finally:
+                self.sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))
+
+    def _loop(self, request: planner_pb2.PlayEpisodeRequest, agent: str, session: Any, max_steps: int,
+              rng: random.Random) -> Iterator[planner_pb2.EpisodeUpdate]:
+        obs = session.observation
+        env_steps = 0
+        for index in range(max_steps):
+            actions = list(obs.valid_actions)
+            if obs.done or not actions:
+                break
+            reply, target = None, events_pb2.SearchTarget(actions=actions)
+            if agent == "random":
+                chosen = actions[rng.randrange(len(actions))]
+            elif agent == "policy":
+                assert self.policy is not None
+                logits, _ = self.policy([(obs.goal, obs.text, actions, [])])
+                chosen = actions[int(np.argmax(logits[0]))]
+            else:
+                chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
+                env_steps += cost
+            step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
+                                                             publish=True))
+            env_steps += 1
+            transition = step.transition
+            score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
+            self.completed.steps.append(events_pb2.EpisodeStep(transition=transition, target=target,
+                                                               reward=score.total))
+            self.completed.total_reward += score.total
+            obs = transition.after
+            finished = obs.done or index == max_steps - 1
+            self._finish(obs, env_steps)
+            yield planner_pb2.EpisodeUpdate(
+                episode_id=self.completed.episode_id, step_index=index, action=chosen, observation=obs,
+                search=reply, finished=finished, total_reward=self.completed.total_reward, env_steps=env_steps)
+            if finished:
+                return
+        self._finish(obs, env_steps)
+        yield planner_pb2.EpisodeUpdate(episode_id=self.completed.episode_id, step_index=len(self.completed.steps),
+                                        observation=obs, finished=True, total_reward=self.completed.total_reward,
+                                        env_steps=env_steps)
+
+    def _finish(self, obs: Any, env_steps: int) -> None:
+        self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
+
+    def _search(self, request: planner_pb2.PlayEpisodeRequest, session_id: str, index: int,
+                actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
+        config = resolve_config(request.config, self.settings, request.seed * 1000 + index)
+        use_policy = request.config.agent == "policy+mcts"
+        value_mix = request.config.value_mix if request.config.HasField("value_mix") else self.settings.value_mix
+        env = SandboxSearch(self.sandbox, self.reward, session_id, gamma=config.gamma,
+                            rollout_depth=config.rollout_depth, value_mix=value_mix,
+                            prefetch_children=self.settings.prefetch_children,
+                            policy=self.policy if use_policy else None, seed=config.seed)
+        with tracer().start_as_current_span("planner.search") as span:
+            started = time.perf_counter()
+            result = search(env.root(), env.step, config, env.evaluate)
+            span.set_attribute("evoskill.simulations", result.stats.simulations)
+        chosen = actions[result.action]
+        self.stats.append(events_pb2.SearchStats(
+            episode_id=self.completed.episode_id, step_index=index, simulations=result.stats.simulations,
+            nodes=result.stats.nodes, max_depth=result.stats.max_depth, early_stopped=result.stats.early_stopped,
+            seconds=time.perf_counter() - started))
+        return chosen, search_reply(result, actions, chosen), search_target(result, actions), env.env_steps
