@@ -99,6 +99,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
 
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
+    from evoskill.core.search.mcts import warm_up
+
+    await asyncio.to_thread(warm_up)  # compile (or load) the search kernels before serving
     servicer = PlannerServicer(settings, bus)
     return ServiceParts(registrations=[(planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer,
                                         SERVICE_NAME)])
