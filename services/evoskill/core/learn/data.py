@@ -1,0 +1,166 @@
+"""What the learner learns from, and the arrays the network takes.
+
+An `EpisodeCompleted` from the planner becomes one `Example` per step: the state as text, the
+candidate actions and their skills (templates), the search's visit distribution and Q values, and
+the discounted return. Steps without search statistics (demonstrations, gold paths in the offline
+library) become imitation examples: a one-hot visit distribution on the action taken, no Q values.
+
+`make_inputs` turns states and candidates into padded arrays; the learner's batches and the
+planner's `PolicyScorer` both go through it, so training and serving see identical features.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.learn.features import Featurizer
+from evoskill.envs.base import heuristic_template
+from evoskill.events.v1.events_pb2 import EpisodeCompleted
+
+TemplateFn = Callable[[str], str]
+
+
+def state_text(observation: Observation) -> tuple[str, str]:
+    """(goal, observation text) of a state: the feedback, then the room and the inventory where the
+    adapter gives them (the feedback alone rarely says where the agent is)."""
+    parts = [observation.text]
+    parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
+    return observation.goal, "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One real step, as the losses need it. Arrays are aligned with `actions`."""
+
+    episode_id: str
+    step_index: int
+    goal: str
+    observation: str
+    actions: tuple[str, ...]
+    templates: tuple[str, ...]
+    visit_probs: np.ndarray  # search visit distribution (sums to 1); one-hot on `taken` without search
+    q_values: np.ndarray  # search Q(s, a); meaningful where q_mask
+    q_mask: np.ndarray  # actions the search visited (their Q is an estimate, not a default 0)
+    root_value: float  # the search's V(s); nan without search
+    taken: int  # index of the executed action in `actions`; -1 if it is not among them
+    ret: float  # discounted return from this step to the end of the episode
+    skills: tuple[str, ...] = field(default=())  # templates used in the episode if it succeeded, else ()
+
+
+def episode_examples(
+    episode: EpisodeCompleted, gamma: float = 0.97, template_of: TemplateFn = heuristic_template
+) -> list[Example]:
+    """One example per step of `episode`; steps with no candidate actions are dropped.
+
+    Candidates are the search's root actions where there is a search target, else the state's valid
+    actions. The executed action's template comes from the transition; other candidates' templates
+    from `template_of` (SearchTarget carries no templates).
+    """
+    returns: list[float] = []
+    ret = 0.0
+    for step in reversed(episode.steps):
+        ret = step.reward + gamma * ret
+        returns.append(ret)
+    returns.reverse()
+    taken_templates = [s.transition.action.template or template_of(s.transition.action.text) for s in episode.steps]
+    skills = tuple(dict.fromkeys(t for t in taken_templates if t)) if episode.won else ()
+
+    examples: list[Example] = []
+    for step, ret, taken_template in zip(episode.steps, returns, taken_templates, strict=True):
+        tr, target = step.transition, step.target
+        taken_text = tr.action.text
+        searched = len(target.actions) > 0
+        actions = tuple(target.actions) if searched else tuple(tr.before.valid_actions)
+        if not actions and taken_text:
+            actions = (taken_text,)
+        if not actions:
+            continue
+        taken = actions.index(taken_text) if taken_text in actions else -1
+        templates = tuple(taken_template if a == taken_text else template_of(a) for a in actions)
+        n = len(actions)
+        if searched and len(target.visit_probs) == n and sum(target.visit_probs) > 0:
+            visits = np.asarray(target.visit_probs, dtype=np.float32)
+            visits /= visits.sum()
+            q = np.asarray(target.q_values, dtype=np.float32) if len(target.q_values) == n else np.zeros(n, np.float32)
+            q_mask = (visits > 0) & (len(target.q_values) == n)
+            root_value = float(target.root_value)
+        elif taken >= 0:
+            visits = np.zeros(n, np.float32)
+            visits[taken] = 1.0
+            q, q_mask, root_value = np.zeros(n, np.float32), np.zeros(n, bool), math.nan
+        else:
+            continue  # nothing to imitate and nothing searched
+        goal, observation = state_text(tr.before)
+        examples.append(
+            Example(
+                episode_id=episode.episode_id,
+                step_index=tr.step_index,
+                goal=goal,
+                observation=observation,
+                actions=actions,
+                templates=templates,
+                visit_probs=visits,
+                q_values=q,
+                q_mask=q_mask,
+                root_value=root_value,
+                taken=taken,
+                ret=ret,
+                skills=skills,
+            )
+        )
+    return examples
+
+
+class PolicyInputs(NamedTuple):
+    """The network's inputs for B states with up to A candidates each (padding where mask is False)."""
+
+    state_feat: np.ndarray  # [B, 2*D] float32: goal features, then observation features
+    action_feat: np.ndarray  # [B, A, D] float32
+    template_ids: np.ndarray  # [B, A] int64; 0 (unknown skill) on padding
+    mask: np.ndarray  # [B, A] bool: a real candidate
+
+
+def make_inputs(
+    featurizer: Featurizer,
+    template_id: Callable[[str], int],
+    states: Sequence[tuple[str, str]],
+    candidates: Sequence[Sequence[tuple[str, str]]],
+) -> PolicyInputs:
+    """Featurise `states` [(goal, observation)] and their `candidates` [[(action text, template)]]."""
+    b = len(states)
+    width = max([1, *(len(c) for c in candidates)])  # at least one column so shapes stay valid
+    dim = featurizer.dim
+    # One encode call per batch: the cache dedups, and a model featuriser batches the misses.
+    texts = [g for g, _ in states] + [o for _, o in states] + [a for c in candidates for a, _ in c]
+    feats = featurizer.encode(texts) if texts else np.zeros((0, dim), np.float32)
+    state_feat = np.concatenate([feats[:b], feats[b : 2 * b]], axis=1)
+    action_feat = np.zeros((b, width, dim), np.float32)
+    template_ids = np.zeros((b, width), np.int64)
+    mask = np.zeros((b, width), bool)
+    row = 2 * b
+    for i, cands in enumerate(candidates):
+        k = len(cands)
+        action_feat[i, :k] = feats[row : row + k]
+        template_ids[i, :k] = [template_id(t) for _, t in cands]
+        mask[i, :k] = True
+        row += k
+    return PolicyInputs(state_feat.astype(np.float32, copy=False), action_feat, template_ids, mask)
+
+
+def softmax_rows(logits: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+    """Per-state distribution over its real candidates (a float32 array of length A_i each)."""
+    out: list[np.ndarray] = []
+    for row, valid in zip(logits, mask, strict=True):
+        x = row[valid].astype(np.float64)
+        if x.size == 0:
+            out.append(np.zeros(0, np.float32))
+            continue
+        e = np.exp(x - x.max())
+        out.append((e / e.sum()).astype(np.float32))
+    return out

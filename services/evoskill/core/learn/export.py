@@ -1,0 +1,189 @@
+"""θ for serving: the policy/value network as a versioned ONNX file, and the scorers the planner calls.
+
+`export_policy` writes `policy-v000007.onnx` with dynamic batch and candidate axes. The file is
+self-contained: its metadata holds the skill vocabulary, the featuriser spec and the network
+config, so a planner needs nothing else to encode text and templates exactly as the learner did.
+
+`PolicyScorer.score(states, candidates) -> (priors, values)` is what search consumes:
+states are (goal, observation text) pairs (see `data.state_text`), candidates are (action text,
+template) pairs per state; priors are one softmax per state over its candidates. `OnnxPolicy`
+runs the exported file on onnxruntime; `TorchPolicy` runs the live torch network (same features,
+same answers, used in-process and to check the export).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import onnx
+import torch
+
+from evoskill.core.learn.data import PolicyInputs, make_inputs, softmax_rows
+from evoskill.core.learn.features import Featurizer, featurizer_from_spec
+from evoskill.core.learn.networks import PolicyValueNet, SkillVocab
+
+INPUTS = ("state_feat", "action_feat", "template_ids", "mask")
+OUTPUTS = ("logits", "value")
+_FILE = re.compile(r"^policy-v(\d+)\.onnx$")
+
+States = Sequence[tuple[str, str]]
+Candidates = Sequence[Sequence[tuple[str, str]]]
+
+
+def policy_file_name(version: int) -> str:
+    return f"policy-v{version:06d}.onnx"
+
+
+def latest_policy(directory: str | Path) -> Path | None:
+    """The exported policy with the highest version in `directory`, if any."""
+    found = [(int(m.group(1)), p) for p in Path(directory).glob("policy-v*.onnx") if (m := _FILE.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def export_policy(
+    net: PolicyValueNet,
+    vocab: SkillVocab,
+    featurizer_spec: dict[str, Any],
+    directory: str | Path,
+    version: int,
+    *,
+    opset: int = 17,
+) -> Path:
+    """Write the network as `directory/policy-v{version:06d}.onnx`, atomically; returns the path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    cfg = net.config
+    b, a = 2, 3  # example shapes; both axes are exported as dynamic
+    example = (
+        torch.zeros(b, cfg.state_dim),
+        torch.zeros(b, a, cfg.feature_dim),
+        torch.zeros(b, a, dtype=torch.long),
+        torch.ones(b, a, dtype=torch.bool),
+    )
+    dynamic = {
+        "state_feat": {0: "batch"},
+        "action_feat": {0: "batch", 1: "candidates"},
+        "template_ids": {0: "batch", 1: "candidates"},
+        "mask": {0: "batch", 1: "candidates"},
+        "logits": {0: "batch", 1: "candidates"},
+        "value": {0: "batch"},
+    }
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".onnx.tmp")
+    os.close(fd)
+    was_training = net.training
+    try:
+        net.eval()
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+            # dynamo=False: the torch.export-based exporter needs onnxscript, which is not a dependency.
+            torch.onnx.export(
+                net,
+                example,
+                tmp,
+                dynamo=False,
+                input_names=list(INPUTS),
+                output_names=list(OUTPUTS),
+                dynamic_axes=dynamic,
+                opset_version=opset,
+            )
+        model = onnx.load(tmp)
+        meta = {
+            "evoskill.policy_version": str(version),
+            "evoskill.featurizer": json.dumps(featurizer_spec),
+            "evoskill.vocab": json.dumps(vocab.to_dict()),
+            "evoskill.net_config": json.dumps(cfg.to_dict()),
+        }
+        for key, value in meta.items():
+            model.metadata_props.add(key=key, value=value)
+        onnx.save(model, tmp)
+        path = directory / policy_file_name(version)
+        os.replace(tmp, path)  # a planner polling the folder never sees a half-written file
+        return path
+    finally:
+        net.train(was_training)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class PolicyScorer(Protocol):
+    def score(self, states: States, candidates: Candidates) -> tuple[list[np.ndarray], np.ndarray]: ...
+
+
+class _Scorer:
+    """Features in, priors and values out; subclasses say how the network runs."""
+
+    featurizer: Featurizer
+    vocab: SkillVocab
+
+    def run(self, inputs: PolicyInputs) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def score(self, states: States, candidates: Candidates) -> tuple[list[np.ndarray], np.ndarray]:
+        """Priors (one array per state, over its candidates, summing to 1) and values [B]."""
+        if len(states) != len(candidates):
+            raise ValueError(f"{len(states)} states but {len(candidates)} candidate lists")
+        if not states:
+            return [], np.zeros(0, np.float32)
+        # vocab.get, not add: a template first seen at serving time is the unknown skill.
+        inputs = make_inputs(self.featurizer, self.vocab.get, states, candidates)
+        logits, values = self.run(inputs)
+        return softmax_rows(logits, inputs.mask), values.astype(np.float32)
+
+
+class OnnxPolicy(_Scorer):
+    """An exported policy on onnxruntime; builds the featuriser its metadata names unless given one."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        featurizer: Featurizer | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        threads: int = 1,
+    ) -> None:
+        import onnxruntime as ort
+
+        self.path = Path(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        meta = self.session.get_modelmeta().custom_metadata_map
+        self.version = int(meta["evoskill.policy_version"])
+        self.featurizer_spec: dict[str, Any] = json.loads(meta["evoskill.featurizer"])
+        self.vocab = SkillVocab.from_dict(json.loads(meta["evoskill.vocab"]))
+        self.net_config: dict[str, Any] = json.loads(meta["evoskill.net_config"])
+        if featurizer is None:
+            featurizer = featurizer_from_spec(self.featurizer_spec, cache_dir=cache_dir)
+        elif featurizer.spec != self.featurizer_spec:
+            raise ValueError(f"{self.path} was trained on {self.featurizer_spec} features, not {featurizer.spec}")
+        self.featurizer = featurizer
+
+    def run(self, inputs: PolicyInputs) -> tuple[np.ndarray, np.ndarray]:
+        logits, values = self.session.run(list(OUTPUTS), dict(zip(INPUTS, inputs, strict=True)))
+        return logits, values
+
+
+class TorchPolicy(_Scorer):
+    """The live torch network behind the same interface."""
+
+    def __init__(self, net: PolicyValueNet, vocab: SkillVocab, featurizer: Featurizer) -> None:
+        self.net = net
+        self.vocab = vocab
+        self.featurizer = featurizer
+
+    @torch.no_grad()
+    def run(self, inputs: PolicyInputs) -> tuple[np.ndarray, np.ndarray]:
+        was_training = self.net.training
+        self.net.eval()
+        logits, values = self.net(*(torch.from_numpy(x) for x in inputs))
+        self.net.train(was_training)
+        return logits.numpy(), values.numpy()

@@ -1,0 +1,292 @@
+"""The outer-loop update of θ, top to bottom (seed 000 §3.3, seed 004 §3).
+
+One update:
+
+1. draw a batch from replay: round(batch_size · online_fraction) fresh steps, the rest from the
+   offline library, each drawn ∝ priority^α and weighted by its importance weight;
+2. featurise states and candidate actions (cached text features + skill rows of their templates);
+3. forward the policy/value network once;
+4. loss = CE(π_search, p_θ)                      AlphaZero distillation of the visit counts
+        + value_coef       · MSE(V_θ(s), G)         value regression to the discounted return
+        + pg_coef          · -Σ_a p_θ(a)(Q - V)    policy gradient with the search's advantages
+        - entropy_coef     · H(p_θ)                 entropy bonus against early collapse
+        + contrastive_coef · InfoNCE(skills)        co-used skills of successful episodes together
+5. Adam step after clipping the gradient norm to grad_clip;
+6. give the sampled steps their new priority |G - V_θ(s)|.
+
+The coefficients, lr, batch size and clip come from `LearnerSettings`; the rest from `TrainConfig`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import torch
+
+from evoskill.core.learn.data import Example, make_inputs
+from evoskill.core.learn.export import export_policy
+from evoskill.core.learn.features import Featurizer
+from evoskill.core.learn.losses import (
+    advantages,
+    contrastive_skill_loss,
+    distillation_loss,
+    entropy,
+    policy_gradient_loss,
+    value_loss,
+)
+from evoskill.core.learn.networks import UNK, NetConfig, PolicyValueNet, SkillVocab
+from evoskill.core.learn.replay import MixedReplay
+from evoskill.platform.config import LearnerSettings
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Learner knobs that `LearnerSettings` does not carry."""
+
+    gamma: float = 0.97  # discount of the returns; keep it equal to the search's gamma
+    hidden: int = 128
+    skill_dim: int = 32
+    max_skills: int = 1024
+    max_candidates: int = 64  # per training state: searched and taken actions first, then a random rest
+    contrastive_temperature: float = 0.1
+    contrastive_negatives: int = 8
+    baseline: Literal["search", "value"] = "search"  # V of A = Q - V: the search's root value, or V_θ
+    seed: int = 0
+
+
+class Batch(NamedTuple):
+    """A collated batch: network inputs and targets as tensors (B states, A candidate slots)."""
+
+    state_feat: torch.Tensor  # [B, 2D]
+    action_feat: torch.Tensor  # [B, A, D]
+    template_ids: torch.Tensor  # [B, A]
+    mask: torch.Tensor  # [B, A] bool
+    visit_probs: torch.Tensor  # [B, A]
+    q_values: torch.Tensor  # [B, A]
+    q_mask: torch.Tensor  # [B, A] bool
+    root_value: torch.Tensor  # [B]; nan where the step was not searched
+    returns: torch.Tensor  # [B]
+    weights: torch.Tensor  # [B] importance weights
+    anchors: torch.Tensor  # [P] skill rows of the contrastive pairs
+    positives: torch.Tensor  # [P]
+    negatives: torch.Tensor  # [P, M]
+
+
+class Learner:
+    """θ (network + skill vocabulary), its optimiser, and the update step."""
+
+    def __init__(
+        self,
+        featurizer: Featurizer,
+        settings: LearnerSettings | None = None,
+        config: TrainConfig | None = None,
+        replay: MixedReplay | None = None,
+    ) -> None:
+        self.featurizer = featurizer
+        self.settings = settings or LearnerSettings()
+        self.config = config or TrainConfig()
+        self.replay = replay
+        self.rng = np.random.default_rng(self.config.seed)
+        self.net_config = NetConfig(
+            feature_dim=featurizer.dim,
+            hidden=self.config.hidden,
+            skill_dim=self.config.skill_dim,
+            max_skills=self.config.max_skills,
+        )
+        with torch.random.fork_rng():  # seeded init without touching the caller's global RNG
+            torch.manual_seed(self.config.seed)
+            self.net = PolicyValueNet(self.net_config)
+        self.vocab = SkillVocab(self.config.max_skills)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.settings.lr)
+        self.steps = 0
+        self.version = 0
+
+    # -- data -> tensors ------------------------------------------------------------------------
+
+    def _keep(self, ex: Example) -> np.ndarray:
+        """Indices of the candidates to train on: all if few, else searched/taken first, then random."""
+        n, cap = len(ex.actions), self.config.max_candidates
+        if n <= cap:
+            return np.arange(n)
+        important = ex.visit_probs + ex.q_mask
+        if ex.taken >= 0:
+            important[ex.taken] += 2.0
+        must = np.flatnonzero(important > 0)
+        must = must[np.argsort(-important[must], kind="stable")][:cap]
+        rest = np.setdiff1d(np.arange(n), must)
+        extra = self.rng.choice(rest, size=min(cap - len(must), len(rest)), replace=False)
+        return np.sort(np.concatenate([must, extra]))
+
+    def collate(self, examples: Sequence[Example], weights: np.ndarray | None = None) -> Batch:
+        keeps = [self._keep(ex) for ex in examples]
+        states = [(ex.goal, ex.observation) for ex in examples]
+        candidates = [
+            [(ex.actions[i], ex.templates[i]) for i in keep] for ex, keep in zip(examples, keeps, strict=True)
+        ]
+        inputs = make_inputs(self.featurizer, self.vocab.add, states, candidates)
+        b, a = inputs.mask.shape
+        visit_probs = np.zeros((b, a), np.float32)
+        q_values = np.zeros((b, a), np.float32)
+        q_mask = np.zeros((b, a), bool)
+        for row, (ex, keep) in enumerate(zip(examples, keeps, strict=True)):
+            pi = ex.visit_probs[keep]
+            visit_probs[row, : len(keep)] = pi / pi.sum() if pi.sum() > 0 else 1.0 / len(keep)
+            q_values[row, : len(keep)] = ex.q_values[keep]
+            q_mask[row, : len(keep)] = ex.q_mask[keep]
+
+        # Contrastive pairs: the executed skill of a step of a successful episode and another skill
+        # of that episode; negatives drawn uniformly from the known skills (row 0, UNK, excluded).
+        pairs: list[tuple[int, int]] = []
+        for ex in examples:
+            anchor = ex.templates[ex.taken] if ex.taken >= 0 else ""
+            others = [t for t in ex.skills if t != anchor]
+            if anchor in ex.skills and others:
+                pair = (self.vocab.add(anchor), self.vocab.add(others[int(self.rng.integers(len(others)))]))
+                if UNK not in pair:
+                    pairs.append(pair)
+        m = self.config.contrastive_negatives
+        # Two distinct known skills in a pair mean len(vocab) >= 3, so the draw below has a range.
+        negatives = self.rng.integers(1, len(self.vocab), size=(len(pairs), m)) if pairs else np.zeros((0, m))
+
+        return Batch(
+            state_feat=torch.from_numpy(inputs.state_feat),
+            action_feat=torch.from_numpy(inputs.action_feat),
+            template_ids=torch.from_numpy(inputs.template_ids),
+            mask=torch.from_numpy(inputs.mask),
+            visit_probs=torch.from_numpy(visit_probs),
+            q_values=torch.from_numpy(q_values),
+            q_mask=torch.from_numpy(q_mask),
+            root_value=torch.tensor([ex.root_value for ex in examples], dtype=torch.float32),
+            returns=torch.tensor([ex.ret for ex in examples], dtype=torch.float32),
+            weights=torch.ones(b) if weights is None else torch.as_tensor(weights, dtype=torch.float32),
+            anchors=torch.tensor([x for x, _ in pairs], dtype=torch.long),
+            positives=torch.tensor([y for _, y in pairs], dtype=torch.long),
+            negatives=torch.as_tensor(negatives, dtype=torch.long),
+        )
+
+    # -- the loss -------------------------------------------------------------------------------
+
+    def losses(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Every loss term and the weighted total, plus V_θ(s) (for priorities)."""
+        s, w = self.settings, batch.weights
+        logits, value = self.net(batch.state_feat, batch.action_feat, batch.template_ids, batch.mask)
+        searched = ~torch.isnan(batch.root_value)
+        if self.config.baseline == "search":
+            baseline = torch.where(searched, torch.nan_to_num(batch.root_value), value)
+        else:
+            baseline = value
+        terms = {
+            "distill": distillation_loss(logits, batch.visit_probs, w),
+            "value": value_loss(value, batch.returns, w),
+            "pg": policy_gradient_loss(logits, advantages(batch.q_values, baseline), batch.q_mask, w),
+            "entropy": entropy(logits, w),
+            "contrastive": contrastive_skill_loss(
+                self.net.skills.weight,
+                batch.anchors,
+                batch.positives,
+                batch.negatives,
+                self.config.contrastive_temperature,
+            ),
+        }
+        terms["loss"] = (
+            terms["distill"]
+            + s.value_coef * terms["value"]
+            + s.pg_coef * terms["pg"]
+            - s.entropy_coef * terms["entropy"]
+            + s.contrastive_coef * terms["contrastive"]
+        )
+        return terms, value
+
+    # -- the update -----------------------------------------------------------------------------
+
+    def _step(self, batch: Batch) -> tuple[dict[str, float], np.ndarray]:
+        self.net.train()
+        terms, value = self.losses(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        terms["loss"].backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.settings.grad_clip)
+        self.optimizer.step()
+        self.steps += 1
+        metrics = {k: float(v.detach()) for k, v in terms.items()}
+        metrics["grad_norm"] = float(grad_norm)
+        surprise = (batch.returns - value.detach()).abs().numpy()
+        return metrics, surprise
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One gradient step on `batch`; returns every loss term (before the step) and the grad norm."""
+        return self._step(batch)[0]
+
+    def train(self, steps: int) -> dict[str, float]:
+        """`steps` updates on batches from the replay; the mean of each metric (empty if no data)."""
+        if self.replay is None:
+            raise RuntimeError("train() samples from a replay; construct the Learner with one or call update()")
+        totals: dict[str, float] = {}
+        done = 0
+        for _ in range(steps):
+            sample = self.replay.sample(self.settings.batch_size)
+            if not sample.examples:
+                break
+            metrics, surprise = self._step(self.collate(sample.examples, sample.weights))
+            self.replay.update_priorities(sample.keys, surprise.tolist())
+            for k, v in metrics.items():
+                totals[k] = totals.get(k, 0.0) + v
+            done += 1
+        return {k: v / done for k, v in totals.items()} | ({"steps": float(done)} if done else {})
+
+    @torch.no_grad()
+    def evaluate(self, examples: Sequence[Example]) -> dict[str, float]:
+        """Loss terms on `examples` without a step (no replay draw, no priority change)."""
+        self.net.eval()
+        terms, _ = self.losses(self.collate(examples))
+        return {k: float(v) for k, v in terms.items()}
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "vocab": self.vocab.to_dict(),
+            "net_config": self.net_config.to_dict(),
+            "train_config": asdict(self.config),
+            "featurizer": self.featurizer.spec,
+            "steps": self.steps,
+            "version": self.version,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write a checkpoint atomically (a crash mid-write leaves the previous one intact)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".pt.tmp")
+        os.close(fd)
+        try:
+            torch.save(self.state_dict(), tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def load(self, path: str | Path) -> None:
+        state = torch.load(path, weights_only=True)
+        if state["featurizer"] != self.featurizer.spec or state["net_config"] != self.net_config.to_dict():
+            raise ValueError(
+                f"checkpoint {path} was trained with {state['featurizer']} / {state['net_config']}, "
+                f"not {self.featurizer.spec} / {self.net_config.to_dict()}"
+            )
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.vocab = SkillVocab.from_dict(state["vocab"])
+        self.steps, self.version = int(state["steps"]), int(state["version"])
+
+    def export(self, directory: str | Path) -> Path:
+        """Publish the next policy version as ONNX (see `export.export_policy`)."""
+        self.version += 1
+        return export_policy(self.net, self.vocab, self.featurizer.spec, directory, self.version)

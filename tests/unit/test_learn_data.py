@@ -1,0 +1,145 @@
+"""Episodes -> training examples -> network inputs; also the synthetic episodes other learn tests use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from evoskill.common.v1.common_pb2 import Action, Observation, Transition
+from evoskill.core.learn import HashingFeaturizer, SkillVocab, episode_examples, make_inputs, state_text
+from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep, SearchTarget
+
+OBJECTS = ("apple", "carrot", "knife", "coin", "key", "lamp")
+
+
+def make_step(
+    goal: str,
+    observation: str,
+    actions: Sequence[str],
+    taken: int,
+    reward: float = 0.0,
+    visits: Sequence[float] | None = None,
+    q: Sequence[float] | None = None,
+    root_value: float = 0.0,
+    template: str = "",
+) -> EpisodeStep:
+    """One step; `visits=None` leaves the search target empty (a demonstration step)."""
+    target = SearchTarget()
+    if visits is not None:
+        target = SearchTarget(
+            actions=list(actions),
+            visit_probs=list(visits),
+            q_values=list(q) if q is not None else [0.0] * len(actions),
+            priors=[1.0 / len(actions)] * len(actions),
+            root_value=root_value,
+        )
+    transition = Transition(
+        before=Observation(text=observation, goal=goal, valid_actions=list(actions)),
+        action=Action(text=actions[taken], template=template),
+    )
+    return EpisodeStep(transition=transition, target=target, reward=reward)
+
+
+def make_episode(
+    episode_id: str, steps: Sequence[EpisodeStep], won: bool = False, policy_version: str = ""
+) -> EpisodeCompleted:
+    for i, step in enumerate(steps):
+        step.transition.step_index = i
+    return EpisodeCompleted(
+        episode_id=episode_id,
+        steps=list(steps),
+        won=won,
+        total_reward=sum(s.reward for s in steps),
+        policy_version=policy_version,
+    )
+
+
+def take_task_episode(
+    episode_id: str, rng: np.random.Generator, won: bool = True, version: str = ""
+) -> EpisodeCompleted:
+    """A two-step synthetic task the policy can learn from text alone: take the named object, then
+    eat it. The search's visits favour the right action."""
+    target, other = rng.choice(len(OBJECTS), size=2, replace=False)
+    obj, dis = OBJECTS[target], OBJECTS[other]
+    goal = f"Your task is to eat the {obj}."
+    first = [f"take {obj}", f"take {dis}", "go north", "inventory"]
+    second = [f"eat {obj}", f"drop {obj}", "go south", "look"]
+    order = rng.permutation(4)
+    first = [first[i] for i in order]
+    right = int(np.flatnonzero(order == 0)[0])
+    visits = [0.1] * 4
+    visits[right] = 0.7
+    q = [0.0] * 4
+    q[right] = 1.0
+    steps = [
+        make_step(goal, f"You see a {obj} and a {dis}.", first, right, 0.0, visits, q, 0.5),
+        make_step(goal, f"You carry the {obj}.", second, 0, 1.0, [0.85, 0.05, 0.05, 0.05], [1, 0, 0, 0], 0.8),
+    ]
+    return make_episode(episode_id, steps, won=won, policy_version=version)
+
+
+def test_returns_are_discounted_sums_to_the_end() -> None:
+    steps = [make_step("g", f"o{i}", ["a", "b"], 0, reward=r) for i, r in enumerate([0.0, 0.0, 1.0])]
+    examples = episode_examples(make_episode("e", steps), gamma=0.5)
+    assert [e.ret for e in examples] == [0.25, 0.5, 1.0]
+    assert [e.step_index for e in examples] == [0, 1, 2]
+
+
+def test_search_target_gives_candidates_visits_and_q() -> None:
+    step = make_step("g", "o", ["open door", "take key from box"], 1, visits=[1, 3], q=[0.2, 0.9], root_value=0.7)
+    (ex,) = episode_examples(make_episode("e", [step]))
+    assert ex.actions == ("open door", "take key from box")
+    np.testing.assert_allclose(ex.visit_probs, [0.25, 0.75])
+    np.testing.assert_allclose(ex.q_values, [0.2, 0.9])
+    assert ex.q_mask.tolist() == [True, True]
+    assert ex.taken == 1 and ex.root_value == pytest.approx(0.7)
+    assert ex.templates == ("open X", "take X from Y")  # heuristic templates for the candidates
+
+
+def test_unvisited_actions_have_no_q_estimate() -> None:
+    step = make_step("g", "o", ["a", "b", "c"], 0, visits=[1, 0, 0], q=[0.5, 0, 0])
+    (ex,) = episode_examples(make_episode("e", [step]))
+    assert ex.q_mask.tolist() == [True, False, False]
+
+
+def test_demonstration_step_is_one_hot_imitation() -> None:
+    step = make_step("g", "o", ["a", "b", "c"], 2, template="the skill")
+    (ex,) = episode_examples(make_episode("e", [step]))
+    assert ex.visit_probs.tolist() == [0, 0, 1]
+    assert not ex.q_mask.any() and math.isnan(ex.root_value)
+    assert ex.templates[2] == "the skill"  # the transition's own template wins for the executed action
+
+
+def test_skills_only_for_successful_episodes() -> None:
+    steps = [make_step("g", "o", ["take apple", "open fridge"], i) for i in (0, 1, 0)]
+    assert episode_examples(make_episode("e", steps, won=True))[0].skills == ("take X", "open X")
+    assert episode_examples(make_episode("e", steps, won=False))[0].skills == ()
+
+
+def test_state_text_joins_feedback_room_and_inventory() -> None:
+    obs = Observation(text="You take the apple.", goal="eat", look="Kitchen.", inventory="an apple")
+    assert state_text(obs) == ("eat", "You take the apple.\nKitchen.\nan apple")
+    assert state_text(Observation(text="Kitchen.", look="Kitchen.")) == ("", "Kitchen.")
+
+
+def test_make_inputs_pads_and_masks() -> None:
+    feat = HashingFeaturizer(16)
+    vocab = SkillVocab(8)
+    inputs = make_inputs(
+        feat, vocab.add, [("g1", "o1"), ("g2", "o2")], [[("take apple", "take X")], [("go", "go"), ("eat", "eat X")]]
+    )
+    assert inputs.state_feat.shape == (2, 32) and inputs.action_feat.shape == (2, 2, 16)
+    assert inputs.mask.tolist() == [[True, False], [True, True]]
+    assert inputs.template_ids.tolist() == [[1, 0], [2, 3]]
+    np.testing.assert_array_equal(inputs.action_feat[0, 1], 0)
+    np.testing.assert_allclose(inputs.state_feat[1, 16:], feat.encode(["o2"])[0])
+
+
+def test_vocab_grows_until_full_then_maps_to_unknown() -> None:
+    vocab = SkillVocab(3)
+    assert [vocab.add(t) for t in ("a", "b", "c", "a", "")] == [1, 2, 0, 1, 0]
+    assert vocab.get("never seen") == 0 and len(vocab) == 3
+    assert SkillVocab.from_dict(vocab.to_dict()).templates == ["a", "b"]

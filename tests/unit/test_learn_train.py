@@ -1,0 +1,113 @@
+"""The update step: it learns, it is seeded, it trains from replay, and it checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from evoskill.core.learn import Example, HashingFeaturizer, Learner, MixedReplay, TrainConfig, episode_examples
+from evoskill.platform.config import LearnerSettings
+from tests.unit.test_learn_data import make_episode, make_step, take_task_episode
+
+SMALL = TrainConfig(hidden=32, skill_dim=8, max_skills=64, seed=0)
+FAST = LearnerSettings(lr=3e-3, batch_size=16)
+
+
+def _examples(n: int, seed: int = 0, won: bool = True) -> list[Example]:
+    rng = np.random.default_rng(seed)
+    return [ex for i in range(n) for ex in episode_examples(take_task_episode(f"e{seed}-{i}", rng, won=won))]
+
+
+def test_updates_decrease_the_distillation_loss() -> None:
+    learner = Learner(HashingFeaturizer(64), FAST, SMALL)
+    train, held_out = _examples(24, seed=0), _examples(8, seed=1)
+    before, before_held = learner.evaluate(train), learner.evaluate(held_out)
+    batch = learner.collate(train)
+    for _ in range(40):
+        metrics = learner.update(batch)
+    after, after_held = learner.evaluate(train), learner.evaluate(held_out)
+    assert after["distill"] < 0.8 * before["distill"]
+    assert after["value"] < before["value"]
+    assert after_held["distill"] < before_held["distill"]  # the text features generalise to new objects
+    assert set(metrics) >= {"loss", "distill", "value", "pg", "entropy", "contrastive", "grad_norm"}
+    assert learner.steps == 40
+
+
+def test_same_seed_same_training() -> None:
+    def run() -> list[float]:
+        replay = MixedReplay(seed=3)
+        rng = np.random.default_rng(0)
+        for i in range(6):
+            replay.add(take_task_episode(f"e{i}", rng))
+        learner = Learner(HashingFeaturizer(32), FAST, SMALL, replay)
+        return [learner.train(1)["loss"] for _ in range(3)]
+
+    assert run() == run()
+
+
+def test_train_samples_replay_and_updates_priorities() -> None:
+    replay = MixedReplay(online_fraction=0.5)
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        replay.add(take_task_episode(f"on{i}", rng))
+        replay.add(take_task_episode(f"off{i}", rng), offline=True)
+    _, initial = replay.online._view()
+    initial = initial.copy()
+    learner = Learner(HashingFeaturizer(32), FAST, SMALL, replay)
+    metrics = learner.train(5)
+    assert metrics["steps"] == 5 and np.isfinite(metrics["loss"])
+    assert not np.allclose(replay.online._view()[1], initial)
+    assert Learner(HashingFeaturizer(32), FAST, SMALL, MixedReplay()).train(3) == {}
+
+
+def test_contrastive_term_is_active_for_successful_episodes_only() -> None:
+    learner = Learner(HashingFeaturizer(32), FAST, SMALL)
+    won = learner.collate(_examples(4, won=True))
+    lost = learner.collate(_examples(4, won=False))
+    assert len(won.anchors) == 8 and won.negatives.shape == (8, SMALL.contrastive_negatives)
+    assert len(lost.anchors) == 0
+    assert learner.update(won)["contrastive"] > 0 and learner.update(lost)["contrastive"] == 0
+
+
+def test_zero_coefficients_leave_only_distillation() -> None:
+    settings = LearnerSettings(value_coef=0, pg_coef=0, entropy_coef=0, contrastive_coef=0)
+    learner = Learner(HashingFeaturizer(32), settings, SMALL)
+    metrics = learner.evaluate(_examples(3))
+    assert metrics["loss"] == pytest.approx(metrics["distill"])
+
+
+def test_many_candidates_are_capped_keeping_searched_and_taken() -> None:
+    actions = [f"take item{i}" for i in range(50)]
+    visits = [0.0] * 50
+    visits[7], visits[30] = 0.6, 0.4
+    step = make_step("g", "o", actions, taken=42, visits=visits)
+    (ex,) = episode_examples(make_episode("e", [step]))
+    learner = Learner(HashingFeaturizer(16), FAST, TrainConfig(hidden=16, skill_dim=4, max_candidates=5))
+    batch = learner.collate([ex])
+    assert batch.mask.shape == (1, 5) and bool(batch.mask.all())
+    kept = batch.visit_probs[0]
+    assert float(kept.sum()) == pytest.approx(1.0) and sorted(kept.tolist())[-2:] == pytest.approx([0.4, 0.6])
+
+
+def test_checkpoint_round_trip(tmp_path: Path) -> None:
+    learner = Learner(HashingFeaturizer(32), FAST, SMALL)
+    examples = _examples(4)
+    batch = learner.collate(examples)
+    for _ in range(3):
+        learner.update(batch)
+    path = learner.save(tmp_path / "ckpt" / "learner.pt")
+
+    restored = Learner(HashingFeaturizer(32), FAST, TrainConfig(hidden=32, skill_dim=8, max_skills=64, seed=99))
+    restored.load(path)
+    assert restored.steps == 3 and restored.vocab.templates == learner.vocab.templates
+    with torch.no_grad():
+        a = learner.net(batch.state_feat, batch.action_feat, batch.template_ids, batch.mask)
+        b = restored.net(batch.state_feat, batch.action_feat, batch.template_ids, batch.mask)
+    torch.testing.assert_close(a, b)
+    assert learner.update(batch) == restored.update(batch)  # the optimiser state came back too
+
+    with pytest.raises(ValueError, match="trained with"):
+        Learner(HashingFeaturizer(16), FAST, SMALL).load(path)
