@@ -187,4 +187,6 @@ class EpisodePlayer:
             episode_id=self.completed.episode_id, step_index=index, simulations=result.stats.simulations,
             nodes=result.stats.nodes, max_depth=result.stats.max_depth, early_stopped=result.stats.early_stopped,
             seconds=time.perf_counter() - started))
-        return chosen, search_reply(result, actions, chosen), search_target(result, actions), env.env_steps
+        target = search_target(result, actions)
+        target.templates.extend(env.nodes[()].templates)
+        return chosen, search_reply(result, actions, chosen), target, env.env_steps

@@ -59,8 +59,8 @@ def episode_examples(
     """One example per step of `episode`; steps with no candidate actions are dropped.
 
     Candidates are the search's root actions where there is a search target, else the state's valid
-    actions. The executed action's template comes from the transition; other candidates' templates
-    from `template_of` (SearchTarget carries no templates).
+    actions. Templates come from the search target where the planner recorded them, else the executed
+    action's from the transition and the others' from `template_of`.
     """
     returns: list[float] = []
     ret = 0.0
@@ -82,7 +82,10 @@ def episode_examples(
         if not actions:
             continue
         taken = actions.index(taken_text) if taken_text in actions else -1
-        templates = tuple(taken_template if a == taken_text else template_of(a) for a in actions)
+        if searched and len(target.templates) == len(actions):
+            templates = tuple(target.templates)  # the environment's own templates, from the planner
+        else:
+            templates = tuple(taken_template if a == taken_text else template_of(a) for a in actions)
         n = len(actions)
         if searched and len(target.visit_probs) == n and sum(target.visit_probs) > 0:
             visits = np.asarray(target.visit_probs, dtype=np.float32)
