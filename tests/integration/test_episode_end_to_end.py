@@ -26,8 +26,9 @@ async def services(settings: Settings):  # type: ignore[no-untyped-def]
         await service.stop()
 
 
-async def test_one_mcts_episode_across_services_and_bus(services: Settings) -> None:
+async def test_one_mcts_episode_across_services_and_bus(services: Settings, spans) -> None:  # type: ignore[no-untyped-def]
     settings = services
+    spans.clear()
     watcher = Bus(settings, "watcher")
     completed: list[events_pb2.EpisodeCompleted] = []
     scored: list[events_pb2.RewardScored] = []
@@ -75,3 +76,13 @@ async def test_one_mcts_episode_across_services_and_bus(services: Settings) -> N
     by_step = {e.transition.step_index: e.total for e in scored}
     assert {s.transition.step_index: s.reward for s in episode.steps} == pytest.approx(by_step)
     assert len(stats) == len(episode.steps)
+
+    # One episode is one trace: planner -> sandbox over gRPC -> reward through NATS headers.
+    finished = spans.get_finished_spans()
+    (episode_span,) = [s for s in finished if s.name == "planner.episode"]
+    trace_id = episode_span.context.trace_id
+    assert episode_span.attributes["evoskill.episode_id"] == episode.episode_id
+    steps = [s for s in finished if s.name == "sandbox.step"]
+    assert len(steps) == len(episode.steps) and all(s.context.trace_id == trace_id for s in steps)
+    reward_consumers = [s for s in finished if "step.executed" in s.name and s.kind.name == "CONSUMER"]
+    assert reward_consumers and all(s.context.trace_id == trace_id for s in reward_consumers)
