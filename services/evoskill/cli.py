@@ -134,6 +134,15 @@ def _up_detached(settings: Settings) -> None:
     _fail("the stack did not come up within 180 s; see " + str(log_path))
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
+
+
 @app.command()
 def down(timeout: float = 60.0) -> None:
     """Stop a stack started by `evoskill up` on this state folder."""
@@ -157,9 +166,9 @@ def down(timeout: float = 60.0) -> None:
         console.print("stack stopped (its supervisor had died)")
         return
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and read_state(settings) is not None:
+    while time.monotonic() < deadline and (read_state(settings) is not None or _alive(pid)):
         time.sleep(0.25)
-    if read_state(settings) is not None:
+    if read_state(settings) is not None or _alive(pid):
         _fail(f"the stack (supervisor pid {pid}) did not stop within {timeout:.0f} s")
     console.print("stack stopped")
 
