@@ -58,6 +58,8 @@ async def test_stack_comes_up_healthy_refuses_a_second_start_and_leaves_nothing(
         health = await component_health(settings)
         assert all(ok for _, _, ok in health), health
         assert read_state(settings) is not None
+        # Qdrant runs in local mode inside the memory service, on disk under the state folder.
+        assert (settings.state_dir / "qdrant" / "collection" / settings.qdrant.collection).is_dir()
 
         # A second stack on the same state folder: one clear line, no traceback.
         result = cli(env_of(settings), "up")
