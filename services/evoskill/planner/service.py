@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 
 from evoskill.core.search import search
-from evoskill.planner.episode import EpisodePlayer, resolve_config, search_reply
-from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
+from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_reply
+from evoskill.planner.sandbox_search import PolicyFn
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
@@ -80,14 +80,10 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if not request.session_id:
             raise ValueError("session_id is empty")
         config = resolve_config(request.config, self.settings.search, request.config.seed)
-        value_mix = request.config.value_mix if request.config.HasField("value_mix") else self.settings.search.value_mix
 
         def run() -> planner_pb2.SearchReply:
-            env = SandboxSearch(self.sandbox, self.reward, request.session_id, gamma=config.gamma,
-                                rollout_depth=config.rollout_depth, value_mix=value_mix,
-                                prefetch_children=self.settings.search.prefetch_children,
-                                policy=self.policy if request.config.agent == "policy+mcts" else None,
-                                seed=config.seed)
+            env = search_env(self.sandbox, self.reward, request.session_id, request.config, config,
+                             self.settings.search, self.policy)
             root = env.root()
             if root.num_actions == 0:
                 raise ValueError(f"session {request.session_id} has no valid action (episode over?)")

@@ -43,13 +43,6 @@ class Subjects:
     DLQ = "dlq"
 
 
-MESSAGE_TYPES: dict[str, type[Message]] = {
-    Subjects.STEP_EXECUTED: events_pb2.StepExecuted,
-    Subjects.REWARD_SCORED: events_pb2.RewardScored,
-    Subjects.EPISODE_COMPLETED: events_pb2.EpisodeCompleted,
-    Subjects.SEARCH_STATS: events_pb2.SearchStats,
-    Subjects.POLICY_PUBLISHED: events_pb2.PolicyPublished,
-}
 
 
 class RejectMessage(ValueError):

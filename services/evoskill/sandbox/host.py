@@ -23,7 +23,7 @@ FailureKind = common_pb2.FailureKind
 READ_ONLY_TEMPLATES = frozenset({"look", "look around", "inventory", "examine X", "look at X", "read X", "task"})
 
 
-def state_key(obs: common_pb2.Observation) -> str:
+def transposition_key(obs: common_pb2.Observation) -> str:
     """Equal keys = same environment state. The last feedback text is left out where the room
     description exists, so that two paths reaching the same state share it (transpositions)."""
     parts = [obs.look or obs.text, obs.inventory, f"{obs.score:.6f}", str(obs.done), *sorted(obs.valid_actions)]
@@ -175,7 +175,7 @@ class EnvHost:
         if not path:
             cost = self._goto(())
             obs = self.env.observation()
-            result = sandbox_pb2.ProbeResult(observation=obs, state_key=state_key(obs))
+            result = sandbox_pb2.ProbeResult(observation=obs, state_key=transposition_key(obs))
         else:
             for action in path:
                 self.check_action(action)
@@ -190,7 +190,7 @@ class EnvHost:
             self._at = path if failure is None else path[:-1]
             cost += 1 if failure is None else 0
             obs = transition.after
-            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=state_key(obs))
+            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=transposition_key(obs))
         result.templates.extend(self.templates(list(result.observation.valid_actions)))
         self._cache[path] = result
         if len(self._cache) > self.cache_size:
@@ -228,4 +228,4 @@ class EnvHost:
         self.env.close()
 
 
-__all__ = ["EnvHost", "Faults", "InvalidActionError", "state_key"]
+__all__ = ["EnvHost", "Faults", "InvalidActionError", "transposition_key"]

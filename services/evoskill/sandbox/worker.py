@@ -50,8 +50,6 @@ def _worker_main(conn: Connection) -> None:
                 result: Any = (obs.SerializeToString(), host.env.gold_path() or [])
             elif command == "exit":
                 break
-            elif command == "crash":  # tests: a worker that dies mid-episode
-                os._exit(13)
             else:
                 assert host is not None, "no environment is open in this worker"
                 result = _dispatch(host, command, args)
