@@ -5,6 +5,8 @@ a + 1, mod 2^32); prior logits and values are a 32-bit hash of the ids (the same
 JAX, bit for bit); rewards are 0; nodes at `depth` are terminal. All three run PUCT with the same
 constant, raw Q and Q = 0 for unvisited children, no noise, no transpositions (mctx has none), one
 leaf per network call (mctx batch size 1), so the visit counts they return should agree.
+evoskill runs twice: compiled (`search_compiled`, step and evaluate as numba functions, as mctx
+takes jitted ones) and with Python callbacks (`search`).
 
     python -m evoskill.bench.planner --json bench-planner.json
 """
@@ -24,7 +26,7 @@ from rich.table import Table
 
 from evoskill.bench import mctx_baseline
 from evoskill.bench.naive_mcts import naive_search, root_visits
-from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search
+from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search, search_compiled
 from evoskill.core.search.jit import jit
 
 MASK = 0xFFFFFFFF
@@ -51,17 +53,39 @@ def _unit(x: Any) -> float:
 
 
 @jit
+def evaluate_node(node: Any, branching: int, logits: np.ndarray) -> float:
+    """Prior logits (hash of each child's id, in [0, 2)) into `logits`; the value (hash of the id, in [-1, 1))."""
+    stride = np.uint64(branching + 1)
+    for a in range(branching):
+        child = (node * stride + np.uint64(a + 1)) & np.uint64(MASK)
+        logits[a] = 2.0 * _unit(child ^ np.uint64(SALT))
+    return 2.0 * _unit(node) - 1.0
+
+
+@jit
 def synthetic_evaluation(nodes: np.ndarray, branching: int) -> tuple[np.ndarray, np.ndarray]:
-    """Prior logits (hash of each child's id, in [0, 2)) and values (hash of the id, in [-1, 1))."""
+    """Prior logits and values of a batch of node ids (see `evaluate_node`)."""
     logits = np.empty((len(nodes), branching))
     values = np.empty(len(nodes))
-    stride = np.uint64(branching + 1)
     for i in range(len(nodes)):
-        for a in range(branching):
-            child = (nodes[i] * stride + np.uint64(a + 1)) & np.uint64(MASK)
-            logits[i, a] = 2.0 * _unit(child ^ np.uint64(SALT))
-        values[i] = 2.0 * _unit(nodes[i]) - 1.0
+        values[i] = evaluate_node(nodes[i], branching, logits[i])
     return logits, values
+
+
+# The same problem for `search_compiled`: a state is the row [node id, depth] (uint64), the
+# environment parameters are [branching, depth] (int64).
+@jit
+def compiled_step(env: np.ndarray, state: np.ndarray, action: int, next_state: np.ndarray) -> tuple[float, bool, int]:
+    branching = env[0]
+    next_state[0] = (state[0] * np.uint64(branching + 1) + np.uint64(action + 1)) & np.uint64(MASK)
+    next_state[1] = state[1] + np.uint64(1)
+    return 0.0, next_state[1] >= np.uint64(env[1]), branching
+
+
+@jit
+def compiled_evaluate(env: np.ndarray, states: np.ndarray, logits: np.ndarray, values: np.ndarray) -> None:
+    for i in range(states.shape[0]):
+        values[i] = evaluate_node(states[i, 0], env[0], logits[i])
 
 
 @dataclass(frozen=True)
@@ -107,6 +131,7 @@ def bench_config(problem: SyntheticProblem, simulations: int, batch_size: int = 
 
 
 def measure_evoskill(problem: SyntheticProblem, simulations: int, repeats: int, batch_size: int = 1) -> Measurement:
+    """`search` with Python step/evaluate callbacks."""
     config = bench_config(problem, simulations, batch_size)
     root = Root(problem.root, problem.branching)
     result = search(root, problem.step, config, problem.evaluate)  # warm-up: JIT cache load
@@ -116,6 +141,23 @@ def measure_evoskill(problem: SyntheticProblem, simulations: int, repeats: int, 
         result = search(root, problem.step, config, problem.evaluate)
         best = max(best, result.stats.simulations / (time.perf_counter() - started))
     return Measurement(best, result.visit_counts)
+
+
+def measure_compiled(problem: SyntheticProblem, simulations: int, repeats: int, batch_size: int = 1) -> Measurement:
+    """`search_compiled` with the numba step/evaluate; the loop's compile (once per process) is excluded."""
+    config = bench_config(problem, simulations, batch_size)
+    root, env = np.array(problem.root, np.uint64), np.array([problem.branching, problem.depth], np.int64)
+    started = time.perf_counter()
+    result = search_compiled(root, problem.branching, compiled_step, compiled_evaluate, config, env)
+    compile_seconds = time.perf_counter() - started
+    best = 0.0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = search_compiled(root, problem.branching, compiled_step, compiled_evaluate, config, env)
+        best = max(best, result.stats.simulations / (time.perf_counter() - started))
+    return Measurement(
+        best, result.visit_counts, f"evoskill: first call (loop compile or cache load) {compile_seconds:.1f} s excluded"
+    )
 
 
 def measure_naive(problem: SyntheticProblem, simulations: int, repeats: int) -> Measurement:
@@ -144,15 +186,18 @@ def run_planner_bench(
     repeats: int = 5,
     console: Console | None = None,
 ) -> dict[str, float | None]:
-    """Measure, print a table, write {"evoskill", "naive", "mctx"} simulations/s to `json_path`.
+    """Measure, print a table, write simulations/s per implementation to `json_path`.
 
-    "evoskill" is the like-for-like figure: one leaf per network call, the same tree as the others.
-    The table adds evoskill with 16 leaves per call (virtual loss), the planner's batched mode.
+    "evoskill" is the like-for-like figure: the compiled search (`search_compiled`, environment and
+    network as numba functions, as mctx takes jitted ones), one leaf per network call, the same tree
+    as the others. "evoskill_callbacks" is `search` with Python step/evaluate, one leaf per call.
+    The table adds `search` with 16 leaves per call (virtual loss), the planner's batched mode.
     """
     console = console or Console()
     problem = SyntheticProblem(branching, depth)
     measured: dict[str, Measurement | None] = {
-        "evoskill": measure_evoskill(problem, simulations, repeats),
+        "evoskill": measure_compiled(problem, simulations, repeats),
+        "evoskill_callbacks": measure_evoskill(problem, simulations, repeats),
         "naive": measure_naive(problem, simulations, repeats),
         "mctx": measure_mctx(problem, simulations, repeats),
     }
@@ -162,13 +207,14 @@ def run_planner_bench(
 
     table = Table(
         title=f"planner bench: {simulations} simulations, branching {branching}, depth {depth}, best of {repeats}",
-        caption=_caption(mctx),
+        caption=_caption(reference, mctx),
     )
     for column in ("implementation", "sims/s", "µs/sim", "vs naive", "vs mctx", "root visits"):
         table.add_column(column, justify="left" if column == "implementation" else "right")
     rows = [
-        ("evoskill", reference),
-        (f"evoskill, batch {BATCHED}", batched),
+        ("evoskill (compiled env + network)", reference),
+        ("evoskill (Python callbacks)", measured["evoskill_callbacks"]),
+        (f"evoskill (Python callbacks), batch {BATCHED}", batched),
         ("naive (node objects)", naive),
         ("mctx (JAX, batch 1)", mctx),
     ]
@@ -193,8 +239,9 @@ def run_planner_bench(
     return figures
 
 
-def _caption(mctx: Measurement | None) -> str:
+def _caption(compiled: Measurement, mctx: Measurement | None) -> str:
     notes = [f"batch {BATCHED}: {BATCHED} leaves per network call under virtual loss, so a different tree"]
+    notes.append(compiled.note)
     notes.append(mctx.note if mctx else "mctx: pip install '.[bench]'")
     return "; ".join(notes)
 

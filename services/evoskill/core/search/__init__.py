@@ -9,8 +9,12 @@ The environment and the network are arguments, not base classes:
 environment step; states are opaque to the search (a sandbox fork handle, an action prefix...), so
 the planner wraps a sandbox session as `step`. `evaluate(states) -> Evaluation(logits, values)` is the
 batched network. Selection, expansion and backup are JIT kernels (numba when installed).
+
+`search_compiled(root_state, num_actions, step_fn, evaluate_fn, config, env_params)` is the same
+search with step and evaluate given as numba functions over array states: the whole loop compiled.
 """
 
+from evoskill.core.search.compiled import search_compiled, warm_up_compiled
 from evoskill.core.search.evaluation import rollout
 from evoskill.core.search.jit import HAVE_NUMBA
 from evoskill.core.search.mcts import SearchResult, search, warm_up
@@ -44,5 +48,7 @@ __all__ = [
     "TreeArrays",
     "rollout",
     "search",
+    "search_compiled",
     "warm_up",
+    "warm_up_compiled",
 ]

@@ -228,6 +228,9 @@ def search(
 def warm_up() -> float:
     """Compile every kernel, or load it from numba's on-disk cache; returns the seconds it took.
 
+    Covers `search` and the kernels of `search_compiled` (whose loop is compiled per pair of step and
+    evaluate functions: see `warm_up_compiled`).
+
     A cold compile takes several seconds: services call this at start-up, images at build time.
     """
     started = time.perf_counter()
@@ -237,4 +240,7 @@ def warm_up() -> float:
 
     config = SearchConfig(num_simulations=4, batch_size=2, hierarchical=True, widening_k=1.0, early_stop_fraction=0.25)
     search(Root(0, 2, key=0, templates=(0, 1)), step, config)
+    from evoskill.core.search.compiled import warm_up_kernels  # compiled.py imports this module
+
+    warm_up_kernels()
     return time.perf_counter() - started
