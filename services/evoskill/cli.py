@@ -296,6 +296,9 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
 
 
 def _mount_optional() -> None:
+    from evoskill.train_cli import train
+
+    app.command("train")(train)
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app
 

@@ -9,14 +9,17 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
+from evoskill.orchestrator.episode_workflow import EpisodeWorkflow, episode_activities
 from evoskill.orchestrator.health_workflow import StackHealthWorkflow, check_service_health
+from evoskill.orchestrator.training_activities import TrainingActivities
+from evoskill.orchestrator.training_workflow import TrainingWorkflow
 from evoskill.platform.bus import Bus
 from evoskill.platform.config import Settings
 from evoskill.platform.service import ServiceParts
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [StackHealthWorkflow]
+WORKFLOWS = [StackHealthWorkflow, TrainingWorkflow]
 ACTIVITIES = [check_service_health]
 
 
@@ -36,7 +39,8 @@ async def connect(settings: Settings, attempts: int = 30) -> Client:
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
     client = await connect(settings)
-    worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=WORKFLOWS, activities=ACTIVITIES)
+    worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=[*WORKFLOWS, EpisodeWorkflow],
+                    activities=[*ACTIVITIES, *episode_activities(settings), *TrainingActivities(settings).all()])
 
     async def run_worker() -> None:
         await worker.run()

@@ -34,6 +34,8 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, 
     def pick(name: str, default: Any) -> Any:
         return getattr(request, name) if request.HasField(name) else default
 
+    # `seed` is the caller's: PlayEpisode derives one per step from the request's (step_seed).
+
     early = pick("early_stop_fraction", defaults.early_stop_fraction)
     max_children = pick("max_children", defaults.max_children)
     widening = pick("widening_k", defaults.widening_k)
@@ -52,17 +54,27 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, 
         hierarchical=pick("hierarchical", defaults.hierarchical),
         batch_size=pick("batch_size", defaults.batch_size),
         transpositions=pick("transpositions", defaults.transpositions),
-        seed=pick("seed", seed),
+        seed=seed,
     )
 
 
 def search_env(sandbox: Any, reward: Any, session_id: str, request: planner_pb2.SearchConfig, config: SearchConfig,
-               settings: SearchSettings, policy: PolicyFn | None) -> SandboxSearch:
-    """The sandbox session as the search's environment, with the request's leaf-value settings."""
+               settings: SearchSettings, policy: PolicyFn | None,
+               visited: frozenset[str] = frozenset()) -> SandboxSearch:
+    """The sandbox session as the search's environment, with the request's leaf-value settings.
+    `visited`: state keys the episode has already been in (search charges `revisit_penalty` there)."""
     value_mix = request.value_mix if request.HasField("value_mix") else settings.value_mix
     return SandboxSearch(sandbox, reward, session_id, gamma=config.gamma, rollout_depth=config.rollout_depth,
                          value_mix=value_mix, prefetch_children=settings.prefetch_children,
+                         revisit_penalty=settings.revisit_penalty, visited=visited,
                          policy=policy if request.agent == "policy+mcts" else None, seed=config.seed)
+
+
+def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
+    """A different search seed at every real step: with one seed for all steps, a state search misjudges
+    once is misjudged again each time the episode comes back to it (the same noise and rollouts)."""
+    base = request.config.seed if request.config.HasField("seed") else request.seed
+    return base * 1000 + index
 
 
 def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
@@ -111,6 +123,7 @@ class EpisodePlayer:
     policy: PolicyFn | None = None
     completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
+    visited: set[str] = field(default_factory=set)  # state keys of the real states so far
 
     def play(self, request: planner_pb2.PlayEpisodeRequest) -> Iterator[planner_pb2.EpisodeUpdate]:
         validate(request)
@@ -148,9 +161,7 @@ class EpisodePlayer:
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
-                assert self.policy is not None
-                logits, _ = self.policy([(obs.goal, obs.text, actions, [])])
-                chosen = actions[int(np.argmax(logits[0]))]
+                chosen = self._act(session.session_id, obs, actions, target)
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
                 env_steps += cost
@@ -178,19 +189,34 @@ class EpisodePlayer:
     def _finish(self, obs: Any, env_steps: int) -> None:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
 
+    def _act(self, session_id: str, obs: Any, actions: list[str], target: events_pb2.SearchTarget) -> str:
+        """θ's most likely action, scored on the environment's own templates (recorded for the learner)."""
+        from evoskill.core.learn.data import state_text  # θ is loaded, so torch is too
+
+        assert self.policy is not None
+        (here,) = self.sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id,
+                                                                    probes=[sandbox_pb2.Probe()])).results
+        templates = list(here.templates) if len(here.templates) == len(actions) else []
+        target.templates.extend(templates)
+        logits, _ = self.policy([(*state_text(obs), actions, templates)])
+        return actions[int(np.argmax(logits[0]))]
+
     def _search(self, request: planner_pb2.PlayEpisodeRequest, session_id: str, index: int,
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
-        config = resolve_config(request.config, self.settings, request.seed * 1000 + index)
-        env = search_env(self.sandbox, self.reward, session_id, request.config, config, self.settings, self.policy)
+        config = resolve_config(request.config, self.settings, step_seed(request, index))
+        env = search_env(self.sandbox, self.reward, session_id, request.config, config, self.settings, self.policy,
+                         frozenset(self.visited))
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
-            result = search(env.root(), env.step, config, env.evaluate)
+            result = search(env.root(), env.step, config, env.evaluate, step_batch=env.step_batch)
             span.set_attribute("evoskill.simulations", result.stats.simulations)
+        self.visited.add(env.nodes[()].state_key)
+        actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
         chosen = actions[result.action]
         self.stats.append(events_pb2.SearchStats(
             episode_id=self.completed.episode_id, step_index=index, simulations=result.stats.simulations,
             nodes=result.stats.nodes, max_depth=result.stats.max_depth, early_stopped=result.stats.early_stopped,
             seconds=time.perf_counter() - started))
         target = search_target(result, actions)
-        target.templates.extend(env.nodes[()].templates)
+        target.templates.extend(env.templates(()))
         return chosen, search_reply(result, actions, chosen), target, env.env_steps

@@ -1,10 +1,16 @@
 """One sandbox session as the search core's environment and evaluator (mctx style: plain callables).
 
-A search state is the path of actions from the session's current state. Stepping an edge asks the
-sandbox (`Simulate`) for the child; when a node is first entered, all its children are stepped in one
-call if there are at most `prefetch_children` of them, and their dense rewards come from the reward
-service in one `ScoreBatch`. Leaf values mix the policy's value with the return of a random rollout
-the sandbox runs next to the environment (one `Simulate` per batch of leaves).
+A search state is the path of actions from the session's current state. When a node is created, all
+its children are stepped in one sandbox call (`Simulate`) if there are at most `prefetch_children` of
+them, and their dense rewards come from the reward service in one `ScoreBatch`; the new nodes of one
+search round share those two calls (`step_batch`). Knowing the children up front lets search drop
+the actions that change nothing (inventory, look, closing a closed door): in a deterministic world
+such an edge is a self-loop that only burns a step. Leaf values mix the policy's value with the return
+of a random rollout the sandbox runs next to the environment (one `Simulate` per batch of leaves).
+
+Search-time shaping (on top of the reward service's dense reward): an edge into an environment state
+the episode or the path has already visited costs `revisit_penalty`, so that undoing an action (close
+after open, put after take, walking back) is never worth doing for its own dense reward.
 """
 
 from __future__ import annotations
@@ -34,64 +40,106 @@ class SandboxSearch:
     value_mix: float = 1.0
     prefetch_children: int = 32
     noop_penalty: float = 1.0
+    revisit_penalty: float = 0.0
+    visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
     policy: PolicyFn | None = None
     seed: int = 0
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
+    useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
     template_ids: dict[str, int] = field(default_factory=dict)
     env_steps: int = 0
     _rollouts: int = 0
 
     def _simulate(self, probes: list[sandbox_pb2.Probe]) -> list[sandbox_pb2.ProbeResult]:
+        if not probes:
+            return []
         reply = self.sandbox.Simulate(
             sandbox_pb2.SimulateRequest(session_id=self.session_id, probes=probes, gamma=self.gamma)
         )
         self.env_steps += reply.env_steps
         return list(reply.results)
 
-    def _templates(self, result: sandbox_pb2.ProbeResult) -> list[int]:
-        return [self.template_ids.setdefault(t, len(self.template_ids)) for t in result.templates]
+    def templates(self, path: Path) -> list[str]:
+        """The template (skill) of each action search considers at `path`."""
+        result = self.nodes[path]
+        by_action = dict(zip(result.observation.valid_actions, result.templates, strict=True))
+        return [by_action[a] for a in self.useful[path]]
 
-    def root(self) -> Root:
-        (result,) = self._simulate([sandbox_pb2.Probe()])
-        self.nodes[()] = result
-        return Root((), len(result.observation.valid_actions), (0, result.state_key), self._templates(result))
+    def _template_ids(self, path: Path) -> list[int]:
+        return [self.template_ids.setdefault(t, len(self.template_ids)) for t in self.templates(path)]
 
-    def actions(self, path: Path) -> Sequence[str]:
-        return self.nodes[path].observation.valid_actions
-
-    def _expand(self, parent: Path, action: str) -> None:
-        siblings = self.actions(parent)
-        wanted = list(siblings) if len(siblings) <= self.prefetch_children else [action]
-        paths = [(*parent, a) for a in wanted if (*parent, a) not in self.nodes]
+    def _step_paths(self, paths: list[Path]) -> None:
+        """Step `paths` in one `Simulate` and score them in one `ScoreBatch`."""
+        paths = [p for p in dict.fromkeys(paths) if p not in self.nodes]
         results = self._simulate([sandbox_pb2.Probe(actions=p) for p in paths])
+        if not results:
+            return
         scored = self.reward.ScoreBatch(reward_pb2.ScoreBatchRequest(transitions=[r.transition for r in results]))
         for path, result, breakdown in zip(paths, results, scored.results, strict=True):
             self.nodes[path] = result
             self.rewards[path] = breakdown.total
 
+    def _open(self, parents: list[Path]) -> None:
+        """Step the children of new nodes (where few enough) and keep the actions that change something."""
+        small = [p for p in parents if len(self.nodes[p].observation.valid_actions) <= self.prefetch_children]
+        self._step_paths([(*p, a) for p in small for a in self.nodes[p].observation.valid_actions])
+        for parent in parents:
+            actions = list(self.nodes[parent].observation.valid_actions)
+            if parent in small:
+                key = self.nodes[parent].state_key
+                effective = [a for a in actions if self.nodes[(*parent, a)].state_key != key]
+                actions = effective or actions  # all no-ops: keep them, each a dead end (see step)
+            self.useful[parent] = actions
+
+    def root(self) -> Root:
+        (result,) = self._simulate([sandbox_pb2.Probe()])
+        self.nodes[()] = result
+        self._open([()])
+        return Root((), len(self.useful[()]), (0, result.state_key), self._template_ids(()))
+
+    def actions(self, path: Path) -> Sequence[str]:
+        """The actions search considers at `path` (no-ops dropped); index i is the core's action i."""
+        return self.useful[path]
+
+    def _visited_before(self, path: Path) -> bool:
+        key = self.nodes[path].state_key
+        return key in self.visited or any(self.nodes[path[:k]].state_key == key for k in range(len(path)))
+
+    def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition]:
+        paths = [(*state, self.actions(state)[action]) for state, action in edges]
+        self._step_paths(paths)  # only the children of nodes with too many actions to prefetch
+        fresh = [p for p in dict.fromkeys(paths) if p not in self.useful and not self.nodes[p].observation.done]
+        self._open(fresh)
+        return [self._transition(state, path) for (state, _), path in zip(edges, paths, strict=True)]
+
     def step(self, state: Path, action: int) -> Transition:
-        path = (*state, self.actions(state)[action])
-        if path not in self.nodes:
-            self._expand(state, path[-1])
+        (transition,) = self.step_batch([(state, action)])
+        return transition
+
+    def _transition(self, state: Path, path: Path) -> Transition:
         result = self.nodes[path]
-        obs = result.observation
+        reward = self.rewards[path]
         if result.state_key == self.nodes[state].state_key:
-            # Nothing changed (inventory, look, closing a closed door): in a deterministic world such an
-            # edge is a self-loop that only burns a step, so search treats it as a dead end that costs
-            # `noop_penalty` (terminal, so it can never look better than stopping early).
-            return Transition(path, min(self.rewards[path], -self.noop_penalty), True, None, 0, None)
-        # The depth is part of the key: actions that change nothing (inventory, look) would otherwise be
-        # edges back to an ancestor, and a cycle in the tree; equal states at equal depth still merge.
-        return Transition(path, self.rewards[path], obs.done, (len(path), result.state_key),
-                          0 if obs.done else len(obs.valid_actions), self._templates(result))
+            # Nothing changed: a self-loop that only burns a step, so search treats it as a dead end
+            # that costs `noop_penalty` (terminal, so it never looks better than stopping early).
+            return Transition(path, min(reward, -self.noop_penalty), True, None, 0, None)
+        if self.revisit_penalty and self._visited_before(path):
+            reward -= self.revisit_penalty
+        done = result.observation.done
+        # The depth is part of the key: equal states at equal depth merge, and a state reached again
+        # deeper down (walking back) is a new node rather than a cycle in the tree.
+        return Transition(path, reward, done, (len(path), result.state_key),
+                          0 if done else len(self.useful[path]), None if done else self._template_ids(path))
 
     def evaluate(self, states: Sequence[Path]) -> Evaluation:
         values = np.zeros(len(states))
         logits: list[np.ndarray] | None = None
         if self.policy is not None:
-            inputs = [(self.nodes[s].observation.goal, self.nodes[s].observation.text,
-                       list(self.nodes[s].observation.valid_actions), list(self.nodes[s].templates)) for s in states]
+            from evoskill.core.learn.data import state_text  # θ is loaded, so torch is too: no cost here
+
+            # Each state as the learner saw it in training (`state_text`: feedback, room, inventory).
+            inputs = [(*state_text(self.nodes[s].observation), self.useful[s], self.templates(s)) for s in states]
             logits, policy_values = self.policy(inputs)
             values = (1.0 - self.value_mix) * np.asarray(policy_values, dtype=np.float64)
         if self.value_mix > 0 and self.rollout_depth > 0:

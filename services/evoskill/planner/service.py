@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
+import re
+import socket
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,7 +14,9 @@ from typing import Any
 import grpc
 
 from evoskill.core.search import search
+from evoskill.events.v1 import events_pb2
 from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_reply
+from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
 from evoskill.planner.sandbox_search import PolicyFn
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
@@ -22,7 +27,9 @@ from evoskill.reward.v1 import reward_pb2_grpc
 from evoskill.sandbox.v1 import sandbox_pb2_grpc
 
 SERVICE_NAME = "evoskill.planner.v1.PlannerService"
+POLICY_AGENTS = ("policy", "policy+mcts")
 _DONE = object()
+log = logging.getLogger(__name__)
 
 
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
@@ -33,15 +40,29 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                                                         settings.grpc))
         self.reward = reward_pb2_grpc.RewardServiceStub(sync_channel(settings.endpoint("reward").target,
                                                                      settings.grpc))
-        self.policy: PolicyFn | None = None
-        self.policy_version = ""
+        self.policies = PolicyStore(settings)
 
-    def player(self) -> EpisodePlayer:
-        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, self.policy)
+    def player(self, policy: PolicyFn | None = None) -> EpisodePlayer:
+        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, policy)
+
+    async def serving_policy(self, config: planner_pb2.SearchConfig) -> OnnxPolicyFn | None:
+        """θ at `config.policy_version` (empty = the newest published) for the policy agents, else None."""
+        if config.agent not in POLICY_AGENTS:
+            return None
+        return await asyncio.to_thread(self.policies.get, config.policy_version)
 
     async def PlayEpisode(self, request: planner_pb2.PlayEpisodeRequest,
                           context: grpc.aio.ServicerContext) -> AsyncIterator[planner_pb2.EpisodeUpdate]:
-        player = self.player()
+        try:
+            policy = await self.serving_policy(request.config)
+        except Exception as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            await context.abort(status_for(exc), f"{type(exc).__name__}: {message}")
+        served = planner_pb2.PlayEpisodeRequest()
+        served.CopyFrom(request)
+        served.config.policy_version = policy.version if policy else ""  # recorded in EpisodeCompleted
+        request = served
+        player = self.player(policy)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         stop = threading.Event()
@@ -80,18 +101,25 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if not request.session_id:
             raise ValueError("session_id is empty")
         config = resolve_config(request.config, self.settings.search, request.config.seed)
+        policy = await self.serving_policy(request.config)
 
         def run() -> planner_pb2.SearchReply:
             env = search_env(self.sandbox, self.reward, request.session_id, request.config, config,
-                             self.settings.search, self.policy)
+                             self.settings.search, policy)
             root = env.root()
             if root.num_actions == 0:
                 raise ValueError(f"session {request.session_id} has no valid action (episode over?)")
-            result = search(root, env.step, config, env.evaluate)
+            result = search(root, env.step, config, env.evaluate, step_batch=env.step_batch)
             actions = list(env.actions(()))
             return search_reply(result, actions, actions[result.action])
 
         return await asyncio.to_thread(run)
+
+
+def policy_consumer(settings: Settings) -> str:
+    """A durable name per planner instance (host and port), stable across its restarts."""
+    name = f"planner-{socket.gethostname()}-{settings.endpoint('planner').port}-policy-published"
+    return re.sub(r"[^A-Za-z0-9_-]", "-", name)
 
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
@@ -99,6 +127,13 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     await asyncio.to_thread(warm_up)  # compile (or load) the search kernels before serving
     servicer = PlannerServicer(settings, bus)
+
+    # Every planner replica must hear every announcement, so each has its own durable consumer.
+    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished, durable=policy_consumer(settings))
+    async def on_policy(event: events_pb2.PolicyPublished) -> None:
+        if await asyncio.to_thread(servicer.policies.published, event.version):  # bad version -> dead letter
+            log.info("planner: now serving policy %s as latest", servicer.policies.latest)
+
     return ServiceParts(registrations=[(planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer,
                                         SERVICE_NAME)])
 

@@ -7,11 +7,16 @@ up to `nats.max_deliver` times; a message that cannot be decoded, or that the ha
 input (`ValueError`), goes straight to the dead-letter subject `evoskill.dlq.<subject>` carrying the
 original payload, headers and the error, and the consumer keeps going. Trace context rides in the NATS
 headers (FastStream's NatsTelemetryMiddleware), so a consumer's span continues the publisher's trace.
+Each consumer counts and times what it handles by outcome, and a watcher reports each durable consumer's
+lag (messages not yet acknowledged) every `lag_interval_s`; see `evoskill.platform.metrics`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,6 +29,7 @@ from nats.js.errors import BadRequestError
 from opentelemetry import trace
 
 from evoskill.events.v1 import events_pb2
+from evoskill.platform import metrics
 from evoskill.platform.config import Settings
 
 log = logging.getLogger(__name__)
@@ -52,8 +58,11 @@ class RejectMessage(ValueError):
 class Bus:
     """A service's connection to the event bus."""
 
-    def __init__(self, settings: Settings, service: str) -> None:
+    def __init__(self, settings: Settings, service: str, lag_interval_s: float = 5.0) -> None:
         self.settings = settings
+        self.lag_interval_s = lag_interval_s
+        self._consumers: list[tuple[str, str]] = []  # (durable, subject), for the lag watcher
+        self._lag_watcher: asyncio.Task[None] | None = None
         self.service = service
         self.prefix = settings.nats.subject_prefix
         self.broker = NatsBroker(
@@ -75,9 +84,29 @@ class Bus:
         await self.broker.connect()
         await self._ensure_stream()
         await self.broker.start()
+        if self._consumers:
+            self._lag_watcher = asyncio.create_task(self._watch_lag())
 
     async def stop(self) -> None:
+        if self._lag_watcher is not None:
+            self._lag_watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lag_watcher
+            for durable, subject in self._consumers:
+                metrics.forget_lag(self.stream.name, durable, subject)
         await self.broker.stop()
+
+    async def _watch_lag(self) -> None:
+        js = self.broker.config.connection_state.stream
+        while True:
+            for durable, subject in self._consumers:
+                try:
+                    info = await js.consumer_info(self.stream.name, durable, timeout=2.0)
+                except Exception as exc:  # a slow or restarting server: report again next round
+                    log.debug("%s: no consumer info (%s)", durable, exc)
+                    continue
+                metrics.set_lag(self.stream.name, durable, subject, info.num_pending + info.num_ack_pending)
+            await asyncio.sleep(self.lag_interval_s)
 
     async def _ensure_stream(self) -> None:
         # Publishers may start before any consumer declared the stream; adding it is idempotent.
@@ -108,6 +137,8 @@ class Bus:
         """
         durable = durable or f"{self.service}-{name.replace('.', '-')}"
         nats = self.settings.nats
+        subject = self.subject(name)
+        self._consumers.append((durable, subject))
 
         def register(handler: Callable[[M], Awaitable[Any]]) -> Callable[[M], Awaitable[Any]]:
             @self.broker.subscriber(
@@ -120,27 +151,34 @@ class Bus:
                 config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=-1),
             )
             async def receive(msg: NatsMessage) -> None:
+                started = time.perf_counter()
+                outcome = await handle(msg)
+                metrics.record_message(subject, durable, outcome, time.perf_counter() - started)
+
+            async def handle(msg: NatsMessage) -> str:
                 deliveries = int(msg.raw_message.metadata.num_delivered or 1)
                 try:
                     decoded = message_type.FromString(msg.body)
                 except DecodeError as exc:
                     reason = f"cannot decode {message_type.__name__}: {exc}"
                     await self._dead_letter(msg, name, durable, deliveries, reason)
-                    return
+                    return metrics.DEAD_LETTERED
                 try:
                     await handler(decoded)
                 except ValueError as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
+                    return metrics.DEAD_LETTERED
                 except Exception as exc:
                     if deliveries >= nats.max_deliver:
                         reason = f"failed {deliveries} times, last: {type(exc).__name__}: {exc}"
                         await self._dead_letter(msg, name, durable, deliveries, reason)
-                    else:
-                        delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
-                        log.warning("%s: delivery %d failed (%s), retrying in %.1fs", durable, deliveries, exc, delay)
-                        await msg.nack(delay=delay)
-                else:
-                    await msg.ack()
+                        return metrics.DEAD_LETTERED
+                    delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
+                    log.warning("%s: delivery %d failed (%s), retrying in %.1fs", durable, deliveries, exc, delay)
+                    await msg.nack(delay=delay)
+                    return metrics.RETRY
+                await msg.ack()
+                return metrics.OK
 
             return handler
 

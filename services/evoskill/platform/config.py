@@ -12,7 +12,7 @@ import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field
@@ -98,7 +98,12 @@ class SearchSettings(BaseModel):
     hierarchical: bool = Field(False, description="Template-first expansion: pick a skill, then its arguments")
     transpositions: bool = Field(True, description="Share nodes reached by different paths to the same state")
     prefetch_children: int = Field(
-        32, description="Step all children of a new node in one sandbox call when it has at most this many actions"
+        32,
+        description="Step all children of a new node in one sandbox call when it has at most this many actions; "
+        "search then drops the actions that change nothing",
+    )
+    revisit_penalty: float = Field(
+        0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
     )
     batch_size: int = Field(8, description="Leaves evaluated together under virtual loss")
     max_episode_steps: int = Field(50, description="Real steps before an episode is cut off")
@@ -134,6 +139,14 @@ class LearnerSettings(BaseModel):
     online_fraction: float = Field(0.5, description="Share of each batch drawn from fresh online experience")
     epochs: int = Field(10, description="Outer-loop epochs (10-100)")
     tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
+    featurizer: Literal["hash", "minilm"] = Field(
+        "hash", description="Text features of θ: hashed n-grams (no model) or all-MiniLM-L6-v2 on onnxruntime"
+    )
+    feature_dim: int = Field(256, description="Dimension of the hashed text features (featurizer=hash)")
+    hidden: int = Field(128, description="Hidden width of the policy and value networks")
+    max_policy_age: int = Field(
+        10, description="Online episodes this many policy versions old leave replay (wins go offline); 0 = never"
+    )
 
 
 class Settings(BaseSettings):

@@ -1,9 +1,9 @@
-"""gRPC helpers: an aio server with health, reflection, tracing and graceful shutdown, and a client
+"""gRPC helpers: an aio server with health, reflection, tracing, metrics and graceful shutdown, and a client
 factory whose every call has a deadline and whose retries cover only calls that are safe to repeat.
 
 Errors: servicer methods wrapped by `@rpc_method` turn `ValueError` into INVALID_ARGUMENT, `KeyError`
-into NOT_FOUND, `TimeoutError` into DEADLINE_EXCEEDED, `ResourceExhaustedError` into RESOURCE_EXHAUSTED and any
-other `RuntimeError` into UNAVAILABLE, each with a
+into NOT_FOUND, `TimeoutError` into DEADLINE_EXCEEDED, `ResourceExhaustedError` into RESOURCE_EXHAUSTED,
+`FailedPreconditionError` into FAILED_PRECONDITION and any other `RuntimeError` into UNAVAILABLE, each with a
 message naming the problem, so callers get a status, never a stack trace.
 """
 
@@ -24,6 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
 
 from evoskill.platform.config import GrpcSettings
+from evoskill.platform.metrics import RpcMetricsInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,14 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 class ResourceExhaustedError(RuntimeError):
     """A quota or limit was reached (RESOURCE_EXHAUSTED)."""
 
+
+class FailedPreconditionError(RuntimeError):
+    """The system is not in the state the call needs, e.g. nothing to train on yet (FAILED_PRECONDITION)."""
+
+
 _STATUS_OF: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
     (KeyError, grpc.StatusCode.NOT_FOUND),
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -115,7 +122,7 @@ async def start_server(
     port 0 picks a free one). Health reports SERVING for "" and every service name."""
     settings = settings or GrpcSettings()
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor()],
+        interceptors=[aio_server_interceptor(), RpcMetricsInterceptor()],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
     )
     names: list[str] = []

@@ -204,7 +204,8 @@ class EnvHost:
         return self.faults.error_probability + self.faults.timeout_probability > 0
 
     def _rollout(self, depth: int, seed: int, gamma: float) -> tuple[float, int]:
-        """Random-policy rollout from where the env stands: discounted score gain, +1 won, -1 lost."""
+        """Random rollout (reading actions left out) from where the env stands: discounted score gain,
+        +1 won, -1 lost."""
         rng = random.Random(seed)
         assert self._at is not None
         path = list(self._at)
@@ -215,6 +216,8 @@ class EnvHost:
             valid = self.env.valid_actions()
             if not valid:
                 break
+            # Reading actions (look, inventory, examine) cannot move a rollout towards anything.
+            valid = [a for a in valid if self.env.template(a) not in READ_ONLY_TEMPLATES] or valid
             action = valid[rng.randrange(len(valid))]
             _, reward = self.env.step(action)
             path.append(action)

@@ -7,19 +7,23 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TrainRequest(_message.Message):
-    __slots__ = ("steps", "batch_size", "online_fraction", "seed")
+    __slots__ = ("steps", "batch_size", "online_fraction", "seed", "episode_ids", "wait_seconds")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     ONLINE_FRACTION_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     steps: int
     batch_size: int
     online_fraction: float
     seed: int
-    def __init__(self, steps: _Optional[int] = ..., batch_size: _Optional[int] = ..., online_fraction: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    episode_ids: _containers.RepeatedScalarFieldContainer[str]
+    wait_seconds: float
+    def __init__(self, steps: _Optional[int] = ..., batch_size: _Optional[int] = ..., online_fraction: _Optional[float] = ..., seed: _Optional[int] = ..., episode_ids: _Optional[_Iterable[str]] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
 
 class TrainReply(_message.Message):
-    __slots__ = ("policy_version", "losses", "samples")
+    __slots__ = ("policy_version", "losses", "samples", "replay_size", "replay_episodes", "steps", "onnx_path")
     class LossesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -30,10 +34,18 @@ class TrainReply(_message.Message):
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     LOSSES_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    ONNX_PATH_FIELD_NUMBER: _ClassVar[int]
     policy_version: str
     losses: _containers.ScalarMap[str, float]
     samples: int
-    def __init__(self, policy_version: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., samples: _Optional[int] = ...) -> None: ...
+    replay_size: int
+    replay_episodes: int
+    steps: int
+    onnx_path: str
+    def __init__(self, policy_version: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., samples: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_episodes: _Optional[int] = ..., steps: _Optional[int] = ..., onnx_path: _Optional[str] = ...) -> None: ...
 
 class GetPolicyRequest(_message.Message):
     __slots__ = ("version",)

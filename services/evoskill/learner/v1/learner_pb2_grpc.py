@@ -55,19 +55,24 @@ class LearnerServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Train(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Update θ from replay, export it as the next policy version, publish `evoskill.policy.published`.
+        INVALID_ARGUMENT for bad fields; FAILED_PRECONDITION when replay is empty or `episode_ids` did not
+        all arrive within `wait_seconds`.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetPolicy(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One version with its ONNX bytes; NOT_FOUND for an unknown version (or none published yet).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPolicies(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every published version, oldest first, without the ONNX bytes.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

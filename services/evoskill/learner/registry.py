@@ -1,0 +1,112 @@
+"""The policy registry: exported θ versions in one folder, with a small JSON index.
+
+`<folder>/policy-v000003.onnx` is the file `core.learn.export` writes; `<folder>/index.json` lists the
+published versions with their creation time and training metrics. A version is published when it is
+in the index (the file is written first, then the index, both atomically), so a crash between the two
+leaves an unlisted file that the next export overwrites. Readers (the learner's GetPolicy, a planner
+sharing the state folder) never see a half-written file. Imports no torch: the planner reads it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+INDEX = "index.json"
+_VERSION = re.compile(r"^v?(\d+)$")
+
+
+def feature_cache_dir(state_dir: Path) -> Path:
+    """Where the learner and a planner on the same state folder keep the featuriser's model file."""
+    return state_dir / "cache" / "features"
+
+
+def version_name(number: int) -> str:
+    """The version string of a policy number: 3 -> "v000003" (the number in its file name)."""
+    return f"v{number:06d}"
+
+
+def parse_version(version: str) -> int:
+    """ "v000003" or "3" -> 3; anything else is a ValueError naming the accepted forms."""
+    m = _VERSION.match(version.strip())
+    if m is None or int(m.group(1)) < 1:
+        raise ValueError(f"policy version {version!r} is not of the form 'v000003' or '3'")
+    return int(m.group(1))
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    version: str
+    file: str  # name inside the registry folder
+    created_unix_ms: int
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def number(self) -> int:
+        return parse_version(self.version)
+
+
+class PolicyRegistry:
+    """Published versions in `directory`, oldest first; `add` keeps the index on disk up to date."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._lock = threading.Lock()
+
+    def _read(self) -> list[PolicyEntry]:
+        path = self.directory / INDEX
+        if not path.exists():
+            return []
+        rows = json.loads(path.read_text())["policies"]
+        return [PolicyEntry(r["version"], r["file"], int(r["created_unix_ms"]), dict(r["metrics"])) for r in rows]
+
+    def _write(self, entries: list[PolicyEntry]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".json.tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"policies": [asdict(e) for e in entries]}, f, indent=1)
+            os.replace(tmp, self.directory / INDEX)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def list(self) -> list[PolicyEntry]:
+        with self._lock:
+            return self._read()
+
+    def latest(self) -> PolicyEntry | None:
+        entries = self.list()
+        return max(entries, key=lambda e: e.number) if entries else None
+
+    def get(self, version: str = "") -> PolicyEntry:
+        """The entry of `version` ("" = latest); KeyError if it was never published."""
+        if not version:
+            latest = self.latest()
+            if latest is None:
+                raise KeyError(f"no policy has been published yet in {self.directory}")
+            return latest
+        number = parse_version(version)
+        for entry in self.list():
+            if entry.number == number:
+                return entry
+        raise KeyError(f"policy version {version!r} is not published in {self.directory}")
+
+    def path(self, entry: PolicyEntry) -> Path:
+        return self.directory / entry.file
+
+    def add(self, number: int, file: Path, metrics: dict[str, float]) -> PolicyEntry:
+        """Publish the exported `file` as version `number` (which must exceed every listed one)."""
+        entry = PolicyEntry(version_name(number), file.name, int(time.time() * 1000), dict(metrics))
+        with self._lock:
+            entries = self._read()
+            if entries and number <= max(e.number for e in entries):
+                raise ValueError(f"version {number} is not newer than the published ones")
+            self._write([*entries, entry])
+        return entry

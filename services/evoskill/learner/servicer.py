@@ -1,0 +1,93 @@
+"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import grpc
+
+from evoskill.events.v1 import events_pb2
+from evoskill.learner.registry import PolicyEntry
+from evoskill.learner.trainer import PolicyTrainer
+from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+from evoskill.platform.bus import Bus, Subjects
+from evoskill.platform.rpc import FailedPreconditionError, rpc_method
+
+SERVICE_NAME = "evoskill.learner.v1.LearnerService"
+WAIT_POLL_S = 0.05
+
+
+def check_train(request: learner_pb2.TrainRequest) -> None:
+    if request.steps < 1:
+        raise ValueError(f"steps must be >= 1, got {request.steps}")
+    if request.batch_size < 0:
+        raise ValueError(f"batch_size must be >= 0 (0 = the learner's setting), got {request.batch_size}")
+    if request.HasField("online_fraction") and not 0.0 <= request.online_fraction <= 1.0:
+        raise ValueError(f"online_fraction must be in [0, 1], got {request.online_fraction}")
+    if not math.isfinite(request.wait_seconds) or request.wait_seconds < 0:
+        raise ValueError(f"wait_seconds must be a finite number >= 0, got {request.wait_seconds}")
+    if any(not eid for eid in request.episode_ids):
+        raise ValueError("episode_ids holds an empty id")
+
+
+def policy_info(entry: PolicyEntry, path: str, onnx: bytes = b"") -> learner_pb2.PolicyInfo:
+    return learner_pb2.PolicyInfo(version=entry.version, onnx_path=path, onnx_model=onnx,
+                                  created_unix_ms=entry.created_unix_ms, metrics=entry.metrics)
+
+
+class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
+    def __init__(self, trainer: PolicyTrainer, bus: Bus | None) -> None:
+        self.trainer = trainer
+        self.bus = bus
+        self.training = asyncio.Lock()  # one Train at a time: they share θ and its optimiser
+
+    async def wait_for_episodes(self, episode_ids: list[str], wait_seconds: float) -> None:
+        """Episodes travel over the bus; a caller that just played them waits for them to land."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        missing = [e for e in dict.fromkeys(episode_ids) if not self.trainer.has(e)]
+        while missing and loop.time() < deadline:
+            await asyncio.sleep(WAIT_POLL_S)
+            missing = [e for e in missing if not self.trainer.has(e)]
+        if missing:
+            shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+            raise FailedPreconditionError(f"{len(missing)} of {len(set(episode_ids))} episodes are not in replay "
+                                          f"after {wait_seconds:g}s: {shown}")
+
+    @rpc_method
+    async def Train(self, request: learner_pb2.TrainRequest,
+                    context: grpc.aio.ServicerContext) -> learner_pb2.TrainReply:
+        check_train(request)
+        await self.wait_for_episodes(list(request.episode_ids), request.wait_seconds)
+        fraction = request.online_fraction if request.HasField("online_fraction") else None
+        async with self.training:
+            result = await asyncio.to_thread(self.trainer.train, request.steps, request.batch_size, fraction,
+                                             request.seed)
+        path = str(result.path.resolve())
+        if self.bus is not None:
+            await self.bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(
+                version=result.entry.version, onnx_path=path, metrics=result.entry.metrics))
+        return learner_pb2.TrainReply(
+            policy_version=result.entry.version, losses=result.losses, samples=result.samples,
+            replay_size=result.replay_size, replay_episodes=result.replay_episodes, steps=result.steps,
+            onnx_path=path)
+
+    @rpc_method
+    async def GetPolicy(self, request: learner_pb2.GetPolicyRequest,
+                        context: grpc.aio.ServicerContext) -> learner_pb2.PolicyInfo:
+        registry = self.trainer.registry
+        entry = registry.get(request.version)  # KeyError -> NOT_FOUND, bad form -> INVALID_ARGUMENT
+        path = registry.path(entry)
+        return policy_info(entry, str(path.resolve()), await asyncio.to_thread(path.read_bytes))
+
+    @rpc_method
+    async def ListPolicies(self, request: learner_pb2.ListPoliciesRequest,
+                           context: grpc.aio.ServicerContext) -> learner_pb2.ListPoliciesReply:
+        registry = self.trainer.registry
+        return learner_pb2.ListPoliciesReply(
+            policies=[policy_info(e, str(registry.path(e).resolve())) for e in registry.list()])
+
+    async def close(self) -> None:
+        async with self.training:  # let a running Train finish its checkpoint before replay closes
+            self.trainer.close()

@@ -1,0 +1,97 @@
+"""The TrainingWorkflow's activities: play one episode through the planner, train through the learner,
+record an epoch's metrics. They hold the worker's settings (bound methods), so a worker started on other
+ports (tests, containers) reaches its own services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+from evoskill.orchestrator.evaluate import episode_request, play
+from evoskill.orchestrator.training_logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
+from evoskill.orchestrator.training_report import record_metrics
+from evoskill.platform.config import Settings
+from evoskill.platform.rpc import channel
+
+INT_FIELDS = ("rollout_depth", "num_simulations", "max_children", "batch_size")
+# Retrying cannot fix these: the workflow fails at once, naming the problem.
+NON_RETRYABLE = {grpc.StatusCode.INVALID_ARGUMENT: "InvalidArgument", grpc.StatusCode.UNIMPLEMENTED: "Unimplemented",
+                 grpc.StatusCode.NOT_FOUND: "NotFound"}
+
+
+def rpc_failure(what: str, exc: grpc.aio.AioRpcError) -> ApplicationError:
+    kind = NON_RETRYABLE.get(exc.code())
+    return ApplicationError(f"{what}: {exc.code().name}: {exc.details()}", type=kind or exc.code().name,
+                            non_retryable=kind is not None)
+
+
+class TrainingActivities:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @activity.defn(name="training.play_episode")
+    async def play_episode(self, task: EpisodeTask) -> EpisodeResult:
+        """One episode with a fixed id: a retry plays it again under the same id (the learner keys replay by it)."""
+        search = {k: (round(v) if k in INT_FIELDS else v) for k, v in task.search.items()}
+        request = episode_request(task.env, task.seed, task.fold, task.agent, task.simulations, task.max_steps,
+                                  policy_version=task.policy_version, **search)
+        request.episode_id = task.episode_id
+        # Creating the session can take seconds (an environment's JVM); keep the heartbeat alive meanwhile.
+        beating = asyncio.create_task(self._beat_while_waiting())
+        try:
+            outcome = await play(self.settings, request, lambda update: activity.heartbeat(update.step_index))
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(f"episode {task.episode_id} ({task.env} seed {task.seed})", exc) from exc
+        except asyncio.CancelledError:
+            if activity.is_worker_shutdown():
+                # Report a failure, not a cancellation, so the server retries it on another worker.
+                raise ApplicationError(f"worker shut down during episode {task.episode_id}",
+                                       type="WorkerShutdown") from None
+            raise
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        return EpisodeResult(task.episode_id, task.env, task.seed, outcome.won, outcome.score, outcome.total_reward,
+                             outcome.steps, outcome.env_steps)
+
+    async def _beat_while_waiting(self) -> None:
+        timeout = activity.info().heartbeat_timeout
+        period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
+        while True:
+            await asyncio.sleep(period)
+            activity.heartbeat()
+
+    @activity.defn(name="training.train_policy")
+    async def train_policy(self, task: TrainTask) -> TrainResult:
+        """Train θ on replay once this epoch's episodes have arrived there; a learner without Train is noted."""
+        request = learner_pb2.TrainRequest(steps=task.steps, batch_size=task.batch_size, seed=task.seed,
+                                           episode_ids=task.episode_ids, wait_seconds=task.wait_seconds)
+        async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
+            stub = learner_pb2_grpc.LearnerServiceStub(ch)
+            try:
+                reply = await stub.Train(request, timeout=task.wait_seconds + 3600)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    return TrainResult("", {}, 0, note="the learner does not implement Train yet")
+                raise rpc_failure("learner Train", exc) from exc
+        return TrainResult(reply.policy_version, dict(reply.losses), reply.samples)
+
+    @activity.defn(name="training.record_epoch")
+    async def record_epoch(self, workflow_id: str, directory: str, metrics: EpochMetrics) -> str:
+        """Append the epoch to metrics.jsonl and TensorBoard under the run's folder; returns the folder."""
+        folder = Path(directory) if directory else self.settings.state_dir / "train" / workflow_id
+        await asyncio.to_thread(record_metrics, folder, metrics)
+        return str(folder.resolve())
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.play_episode, self.train_policy, self.record_epoch]

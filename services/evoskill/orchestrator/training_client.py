@@ -1,0 +1,138 @@
+"""The client side of a training run: start the TrainingWorkflow, show its progress live, write the report.
+
+Used by `evoskill train` and by the main job of `evoskill run`. Progress comes from the workflow's
+`progress` query, polled; each finished epoch is also written as TensorBoard scalars under the report folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import uuid
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from evoskill.orchestrator.training_logic import (
+    EpochMetrics,
+    TrainingInput,
+    TrainingParams,
+    TrainingProgress,
+    TrainingResult,
+)
+from evoskill.orchestrator.training_report import epoch_scalars, epoch_table, plot_curves, progress_table, write_scalars
+from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.platform.config import Settings
+
+
+def failure_message(exc: BaseException) -> str:
+    """The first application error in the chain (the activity's own message), not Temporal's wrappers."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = getattr(cause, "cause", None)
+    return cause.message if isinstance(cause, ApplicationError) else str(exc)
+
+
+def new_workflow_id() -> str:
+    return f"train-{uuid.uuid4().hex[:8]}"
+
+
+async def start_training(client: Client, settings: Settings, params: TrainingParams,
+                         workflow_id: str) -> WorkflowHandle[TrainingWorkflow, TrainingResult]:
+    await client.start_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
+                                task_queue=settings.temporal.task_queue)
+    # No run id: queries and the result follow the chain of continue-as-new runs.
+    return client.get_workflow_handle_for(TrainingWorkflow.run, workflow_id)
+
+
+async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], console: Console, report_dir: Path,
+                 poll_s: float = 1.0) -> TrainingResult:
+    """Show the progress query until the workflow ends; Ctrl-C once asks it to stop after the epoch."""
+    result = asyncio.ensure_future(handle.result())
+    logged = 0
+    loop = asyncio.get_running_loop()
+    signals: list[asyncio.Future[None]] = []
+
+    def ask_stop() -> None:
+        console.print("[yellow]stop requested: the run ends after the current epoch[/yellow]")
+        signals.append(asyncio.ensure_future(handle.signal(TrainingWorkflow.stop)))
+        loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C interrupts the command
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, ask_stop)
+    try:
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            while not result.done():
+                progress = await _query(handle)
+                if progress is None:
+                    live.update(Text("waiting for an orchestrator worker to answer (is `evoskill status` all "
+                                     "SERVING?)…"))
+                else:
+                    live.update(progress_table(progress))
+                    logged = _log_epochs(report_dir, progress.history, logged)
+                await asyncio.wait({result}, timeout=poll_s)
+            final = await _query(handle)
+            if final is not None:
+                live.update(progress_table(final))
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    outcome = await result
+    _log_epochs(report_dir, outcome.history, logged)
+    return outcome
+
+
+async def _query(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingProgress | None:
+    """The progress, or None while no worker can answer (starting, restarting, between runs)."""
+    try:
+        return await handle.query(TrainingWorkflow.progress, rpc_timeout=timedelta(seconds=5))
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+
+
+def _log_epochs(report_dir: Path, history: list[EpochMetrics], logged: int) -> int:
+    for metrics in history[logged:]:
+        write_scalars(report_dir, metrics.epoch, epoch_scalars(metrics))
+    return max(logged, len(history))
+
+
+def write_report(result: TrainingResult, report_dir: Path, console: Console) -> Path:
+    """Curves as PNG, the whole result as JSON, and the per-epoch table on the console."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    console.print()  # the live display may leave the cursor at the end of its last line
+    (report_dir / "report.json").write_text(json.dumps(asdict(result), indent=2))
+    png = plot_curves(result.history, report_dir / "curves.png")
+    console.print(epoch_table(result.history, title=f"training {result.workflow_id}"))
+    ending = "stopped on request" if result.stopped else "finished"
+    console.print(f"{ending}: {result.epochs_completed} epochs, {result.episodes_played} training episodes "
+                  f"(each counted once), {result.eval_episodes} evaluation episodes, policy "
+                  f"{result.policy_version or 'none'}")
+    if result.es_best:
+        best = ", ".join(f"{k}={v:.3g}" for k, v in result.es_best.items())
+        console.print(f"ES best search configuration: {best} (mean reward {result.es_best_fitness:.3f})")
+    console.print(f"report: {png} · {report_dir / 'report.json'} · TensorBoard: tensorboard --logdir {report_dir}")
+    return png
+
+
+async def run_training(settings: Settings, params: TrainingParams, console: Console, report_dir: Path | None = None,
+                       workflow_id: str | None = None) -> TrainingResult:
+    from evoskill.orchestrator.service import connect
+
+    workflow_id = workflow_id or new_workflow_id()
+    report_dir = report_dir or settings.state_dir / "reports" / workflow_id
+    client = await connect(settings, attempts=3)
+    handle = await start_training(client, settings, params, workflow_id)
+    console.print(f"training workflow [bold]{workflow_id}[/bold] on task queue {settings.temporal.task_queue}: "
+                  f"{params.epochs} epochs × {params.episodes_per_epoch} episodes of {', '.join(params.envs)}")
+    result = await follow(handle, console, report_dir)
+    write_report(result, report_dir, console)
+    return result

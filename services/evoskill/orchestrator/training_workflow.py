@@ -1,0 +1,207 @@
+"""TrainingWorkflow: the outer loop (seed 000 §2.3) as a durable Temporal workflow.
+
+Each epoch: sample train-fold tasks (deterministic from the seed and the epoch) -> play them as activities,
+a few at a time, each with a fixed episode id -> train θ through the learner on exactly those episodes ->
+evaluate the new policy on the held-out fold -> record the epoch. With `tune="es"` each epoch is also a
+generation of an evolution strategy over the search hyper-parameters (seed 000 §2.3 d).
+
+Exactly once: an episode counts when its activity completes, and completions are recorded in history, so a
+replay after a worker restart counts nothing twice; an activity interrupted mid-episode is retried with the
+same episode id. Signals: pause (no new episode starts), resume, stop (finish this epoch, then end).
+Continue-as-new every `continue_as_new_every` epochs carries the state forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from evoskill.orchestrator.training_activities import TrainingActivities
+    from evoskill.orchestrator.training_logic import (
+        ES_PARAMS,
+        ES_START,
+        EpisodeResult,
+        EpisodeTask,
+        EpochMetrics,
+        Task,
+        TrainingInput,
+        TrainingProgress,
+        TrainingResult,
+        TrainResult,
+        TrainTask,
+        agent_for,
+        episode_id,
+        es_candidates,
+        es_decode,
+        es_encode,
+        es_perturbations,
+        es_update,
+        eval_tasks,
+        sample_tasks,
+        summarise,
+        validate,
+    )
+
+EPISODE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                            maximum_interval=timedelta(seconds=30), maximum_attempts=5)
+TRAIN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=60), maximum_attempts=4)
+
+
+@workflow.defn
+class TrainingWorkflow:
+    @workflow.init
+    def __init__(self, input: TrainingInput) -> None:
+        self.params = input.params
+        self.state = input.state
+        self.phase = "starting"
+        self.in_flight = 0
+        self.epoch_results: list[EpisodeResult] = []
+        self.epoch_total = 0
+        self.counted = set(self.state.episode_ids)
+
+    # -- signals and query ------------------------------------------------------------------------------
+    @workflow.signal
+    def pause(self) -> None:
+        self.state.paused = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        self.state.paused = False
+
+    @workflow.signal
+    def stop(self) -> None:
+        """Finish the current epoch, then end (a paused run resumes to finish it)."""
+        self.state.stopping = True
+        self.state.paused = False
+
+    @workflow.query
+    def progress(self) -> TrainingProgress:
+        results = self.epoch_results
+        last = self.state.history[-1] if self.state.history else None
+        return TrainingProgress(
+            workflow_id=workflow.info().workflow_id, epoch=self.state.epoch, epochs=self.params.epochs,
+            phase=self.phase, episodes_played=len(self.state.episode_ids), epoch_episodes_done=len(results),
+            epoch_episodes_total=self.epoch_total, in_flight=self.in_flight,
+            mean_reward=summarise(results).mean_reward if results else (last.train_mean_reward if last else None),
+            losses=last.losses if last else {}, policy_version=self.state.policy_version,
+            paused=self.state.paused, stopping=self.state.stopping, history=self.state.history)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, input: TrainingInput) -> TrainingResult:
+        problems = validate(self.params)
+        if problems:
+            raise ApplicationError("; ".join(problems), type="InvalidArgument", non_retryable=True)
+        if self.params.tune == "es" and not self.state.es_mean:
+            self.state.es_mean = es_encode(ES_START)
+        first_epoch = self.state.epoch
+        while self.state.epoch < self.params.epochs and not self.state.stopping:
+            await self._epoch(self.state.epoch)
+            self.state.epoch += 1
+            done = self.state.stopping or self.state.epoch >= self.params.epochs
+            if not done and (self.state.epoch - first_epoch >= self.params.continue_as_new_every
+                             or workflow.info().is_continue_as_new_suggested()):
+                self.phase = "continuing as new"
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(TrainingInput(self.params, self.state))
+        self.phase = "done"
+        s = self.state
+        return TrainingResult(workflow.info().workflow_id, len(s.history), len(s.episode_ids), s.episode_ids,
+                              s.eval_episodes, s.policy_version, s.stopping, s.history, s.es_best,
+                              s.es_best_fitness)
+
+    async def _epoch(self, epoch: int) -> None:
+        p = self.params
+        tasks = sample_tasks(p.envs, p.seed, epoch, p.episodes_per_epoch, p.fold_size)
+        agent = agent_for(self.state.policy_version)
+        self.epoch_results = []
+        fitness: list[float] = []
+        search: dict[str, float] = {}
+        if p.tune == "es":
+            played, fitness = await self._es_generation(epoch, tasks, agent)
+            search = es_decode(self.state.es_mean)
+        else:
+            self.epoch_total = len(tasks)
+            played = await self._play_all([self._task(epoch, "t", i, t, p.train_fold, agent) for i, t in
+                                           enumerate(tasks)], count=True)
+        train = TrainResult(self.state.policy_version, {}, 0, note="training off")
+        if p.train:
+            self.phase = "training"
+            train = await workflow.execute_activity_method(
+                TrainingActivities.train_policy,
+                TrainTask(p.train_steps, p.batch_size, p.seed * 1000 + epoch + 1, [r.episode_id for r in played],
+                          p.train_wait_s),
+                start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY)
+            if train.policy_version:
+                self.state.policy_version = train.policy_version
+        self.phase = "evaluating"
+        eval_agent = agent_for(self.state.policy_version)
+        evaluated = await self._play_all([self._task(epoch, "v", i, t, p.eval_fold, eval_agent, search)
+                                          for i, t in enumerate(eval_tasks(p.envs, p.eval_episodes))])
+        self.state.eval_episodes += len(evaluated)
+        trained, held_out = summarise(played), summarise(evaluated)
+        metrics = EpochMetrics(
+            epoch=epoch, agent=agent, train_episodes=trained.episodes, train_mean_reward=trained.mean_reward,
+            train_success=trained.success, train_mean_score=trained.mean_score, eval_episodes=held_out.episodes,
+            eval_success=held_out.success, eval_mean_reward=held_out.mean_reward, eval_mean_score=held_out.mean_score,
+            policy_version=self.state.policy_version, losses=train.losses, samples=train.samples, note=train.note,
+            search=search, es_fitness=fitness)
+        self.phase = "recording"
+        await workflow.execute_activity_method(
+            TrainingActivities.record_epoch, args=[workflow.info().workflow_id, p.metrics_dir, metrics],
+            start_to_close_timeout=timedelta(seconds=60), retry_policy=EPISODE_RETRY)
+        self.state.history.append(metrics)
+
+    async def _es_generation(self, epoch: int, tasks: list[Task], agent: str) -> tuple[list[EpisodeResult],
+                                                                                       list[float]]:
+        """Every candidate plays the epoch's tasks (common random numbers); the mean moves towards the better."""
+        p = self.params
+        directions = es_perturbations(p.seed, epoch, p.es_population, len(ES_PARAMS))
+        candidates = es_candidates(self.state.es_mean, directions, p.es_sigma)
+        self.epoch_total = len(candidates) * len(tasks)
+        plays = [self._task(epoch, f"c{c:02d}t", i, t, p.train_fold, agent, es_decode(z))
+                 for c, z in enumerate(candidates) for i, t in enumerate(tasks)]
+        played = await self._play_all(plays, count=True)
+        fitness = [summarise(played[c * len(tasks):(c + 1) * len(tasks)]).mean_reward for c in range(len(candidates))]
+        best = max(range(len(fitness)), key=fitness.__getitem__)
+        if self.state.es_best_fitness is None or fitness[best] > self.state.es_best_fitness:
+            self.state.es_best, self.state.es_best_fitness = es_decode(candidates[best]), fitness[best]
+        self.state.es_mean = es_update(self.state.es_mean, directions, fitness, p.es_sigma, p.es_lr)
+        return played, fitness
+
+    def _task(self, epoch: int, kind: str, index: int, task: Task, fold: str, agent: str,
+              search: dict[str, float] | None = None) -> EpisodeTask:
+        p = self.params
+        return EpisodeTask(episode_id(workflow.info().workflow_id, epoch, kind, index), task.env, task.seed, fold,
+                           agent, p.simulations, p.max_steps, self.state.policy_version, search or {})
+
+    async def _play_all(self, tasks: list[EpisodeTask], count: bool = False) -> list[EpisodeResult]:
+        """Play tasks `parallelism` at a time, in order of the list; none starts while paused."""
+        self.phase = "playing" if count else "evaluating"
+        slots = asyncio.Semaphore(self.params.parallelism)
+
+        async def one(task: EpisodeTask) -> EpisodeResult:
+            async with slots:
+                await workflow.wait_condition(lambda: not self.state.paused)
+                self.in_flight += 1
+                try:
+                    result = await workflow.execute_activity_method(
+                        TrainingActivities.play_episode, task,
+                        start_to_close_timeout=timedelta(seconds=self.params.episode_timeout_s),
+                        heartbeat_timeout=timedelta(seconds=self.params.heartbeat_timeout_s),
+                        retry_policy=EPISODE_RETRY)
+                finally:
+                    self.in_flight -= 1
+            if count and result.episode_id not in self.counted:
+                self.counted.add(result.episode_id)
+                self.state.episode_ids.append(result.episode_id)
+                self.epoch_results.append(result)
+            return result
+
+        return list(await asyncio.gather(*(one(t) for t in tasks)))

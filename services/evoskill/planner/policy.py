@@ -1,0 +1,144 @@
+"""Serving θ in the planner: exported policies as search's `PolicyFn`, by version, hot-swapped.
+
+- `OnnxPolicyFn` adapts `core.learn.export.OnnxPolicy` to the `PolicyFn` the search calls: one
+  onnxruntime run per batch of leaves, raw logits over each state's candidates (search applies its own
+  softmax) and V_θ. The inputs go through `make_inputs` with the exported vocabulary and featuriser,
+  exactly as the learner built them; a state given without templates gets the heuristic ones, as the
+  learner's data path does.
+- `PolicyStore` resolves a version ("" = the newest known) to a loaded policy: from the learner
+  (GetPolicy; the bytes are kept under `<state_dir>/planner/policies/`), or, when the learner cannot be
+  reached, from the learner's registry folder where the planner shares its state folder. Loaded
+  versions are cached (the newest few); `published()` moves "latest" forward on
+  `policy.published` without a restart; episodes already running keep the version they started with.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import numpy as np
+
+from evoskill.envs.base import heuristic_template
+from evoskill.learner.registry import PolicyRegistry, feature_cache_dir, parse_version, version_name
+from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+from evoskill.platform.config import Settings
+from evoskill.platform.rpc import sync_channel
+
+if TYPE_CHECKING:
+    from evoskill.core.learn.export import OnnxPolicy
+
+log = logging.getLogger(__name__)
+
+# Learner answers that mean "ask the registry folder instead".
+_UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class OnnxPolicyFn:
+    """`PolicyFn` over an exported policy: [(goal, observation, actions, templates)] -> (logits, values)."""
+
+    def __init__(self, policy: OnnxPolicy, version: str) -> None:
+        self.policy = policy
+        self.version = version
+
+    def __call__(
+        self, batch: Sequence[tuple[str, str, Sequence[str], Sequence[str]]]
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        from evoskill.core.learn.data import make_inputs
+
+        if not batch:
+            return [], np.zeros(0)
+        states = [(goal, observation) for goal, observation, _, _ in batch]
+        candidates = [
+            list(zip(actions, templates if len(templates) == len(actions) else [heuristic_template(a) for a in actions],
+                     strict=True))
+            for _, _, actions, templates in batch
+        ]
+        # vocab.get: a template the learner never saw is the unknown skill, scored from its text alone.
+        inputs = make_inputs(self.policy.featurizer, self.policy.vocab.get, states, candidates)
+        logits, values = self.policy.run(inputs)
+        rows = [np.asarray(row[valid], dtype=np.float64) for row, valid in zip(logits, inputs.mask, strict=True)]
+        return rows, np.asarray(values, dtype=np.float64).reshape(len(batch))
+
+
+class PolicyStore:
+    """Versions of θ for the planner: fetched once, cached, the newest tracked from `policy.published`."""
+
+    def __init__(self, settings: Settings, *, keep: int = 4) -> None:
+        self.settings = settings
+        self.keep = keep
+        self.cache_dir = settings.state_dir / "planner" / "policies"
+        self.registry = PolicyRegistry(settings.state_dir / "learner" / "policies")
+        self._stub: Any = None
+        self._loaded: dict[int, OnnxPolicyFn] = {}
+        self._latest = 0  # the newest version number known to be published
+        self._lock = threading.Lock()  # loads happen in episode threads and in the bus consumer
+
+    @property
+    def latest(self) -> str:
+        return version_name(self._latest) if self._latest else ""
+
+    def _learner(self) -> Any:
+        if self._stub is None:
+            target = self.settings.endpoint("learner").target
+            self._stub = learner_pb2_grpc.LearnerServiceStub(sync_channel(target, self.settings.grpc))
+        return self._stub
+
+    def _fetch(self, version: str) -> Path:
+        """The ONNX file of `version` ("" = latest) on local disk: from the learner, else its folder."""
+        try:
+            info = self._learner().GetPolicy(learner_pb2.GetPolicyRequest(version=version))
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                raise KeyError(exc.details()) from None
+            if exc.code() not in _UNREACHABLE:
+                raise RuntimeError(f"learner GetPolicy({version!r}) failed: {exc.details()}") from exc
+            entry = self.registry.get(version)  # KeyError when not there either
+            log.warning("learner unreachable (%s); serving %s from %s", exc.code().name, entry.version,
+                        self.registry.directory)
+            return self.registry.path(entry)
+        path = self.cache_dir / f"{info.version}.onnx"
+        if not path.exists():  # versions are immutable: a file already here is the same policy
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.cache_dir, suffix=".onnx.tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(info.onnx_model)
+            os.replace(tmp, path)
+        return path
+
+    def _load(self, version: str) -> OnnxPolicyFn:
+        from evoskill.core.learn.export import OnnxPolicy  # torch and onnx load only once θ is used
+
+        policy = OnnxPolicy(self._fetch(version), cache_dir=feature_cache_dir(self.settings.state_dir))
+        fn = OnnxPolicyFn(policy, version_name(policy.version))
+        with self._lock:
+            self._loaded[policy.version] = fn
+            self._latest = max(self._latest, policy.version)
+            while len(self._loaded) > self.keep:  # drop the oldest versions, never the newest
+                del self._loaded[min(self._loaded)]
+        return fn
+
+    def get(self, version: str = "") -> OnnxPolicyFn:
+        """The policy of `version` ("" = the newest published); KeyError if there is none such.
+        Blocking (may fetch and load): call from a thread."""
+        number = parse_version(version) if version else self._latest
+        with self._lock:
+            fn = self._loaded.get(number) if number else None
+        return fn or self._load(version_name(number) if number else "")
+
+    def published(self, version: str) -> bool:
+        """`version` was announced: serve the newest as latest from now on. True if latest moved."""
+        number = parse_version(version)
+        if number <= self._latest:
+            return False  # known already, or an old announcement (a new consumer reading the stream's history)
+        before = self._latest
+        # Ask for the newest rather than this one: catching up on a backlog then loads one policy, not each.
+        if self._load("").version != version_name(number) and self._latest < number:
+            self._load(version_name(number))
+        return self._latest > before

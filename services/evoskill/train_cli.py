@@ -1,0 +1,57 @@
+"""`evoskill train`: run the TrainingWorkflow on the stack, live, and end with a report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evoskill.platform.config import Settings
+
+
+def train(
+    env: Annotated[list[str], typer.Option(help="environment spec (repeat for several), e.g. twx:coin")],
+    epochs: int = 2,
+    episodes_per_epoch: Annotated[int, typer.Option(help="train-fold tasks played per epoch")] = 4,
+    eval_episodes: Annotated[int, typer.Option(help="held-out tasks evaluated after each epoch")] = 2,
+    simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 16,
+    max_steps: int = 20,
+    train_steps: Annotated[int, typer.Option(help="learner gradient steps per epoch")] = 20,
+    batch_size: Annotated[int, typer.Option(help="learner batch size (0 = learner.batch_size)")] = 0,
+    parallelism: Annotated[int, typer.Option(help="episodes played at once")] = 2,
+    seed: int = 0,
+    eval_fold: Annotated[str, typer.Option(help="dev | test")] = "dev",
+    tune: Annotated[str, typer.Option(help="'es': evolve c_puct, Dirichlet noise and rollout depth")] = "",
+    es_population: Annotated[int, typer.Option(help="ES candidates per generation (even)")] = 4,
+    no_train: Annotated[bool, typer.Option("--no-train", help="play and evaluate only, no learner call")] = False,
+    report_dir: Annotated[Path | None, typer.Option(help="default: <state>/reports/<workflow id>")] = None,
+    workflow_id: Annotated[str | None, typer.Option(help="default: train-<random>")] = None,
+) -> None:
+    """Train θ through the Temporal TrainingWorkflow: play, train, evaluate, per epoch; curves and a table."""
+    from evoskill.cli import _fail, _run_client, console
+    from evoskill.orchestrator.evaluate import services
+    from evoskill.orchestrator.training_client import failure_message, run_training
+    from evoskill.orchestrator.training_logic import TrainingParams, validate
+
+    params = TrainingParams(
+        envs=env, epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
+        simulations=simulations, max_steps=max_steps, train_steps=train_steps, batch_size=batch_size,
+        parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune, es_population=es_population,
+        train=not no_train)
+    problems = validate(params)
+    if problems:
+        _fail("; ".join(problems), 2)
+    settings = Settings()
+
+    async def main() -> None:
+        from temporalio.client import WorkflowFailureError
+
+        async with services(settings, console.print):
+            try:
+                await run_training(settings, params, console, report_dir, workflow_id)
+            except WorkflowFailureError as exc:
+                _fail(f"training workflow failed: {failure_message(exc)}")
+
+    _run_client(main)
+

@@ -1,0 +1,136 @@
+"""An episode played by a Temporal workflow is one trace, from the client that starts the workflow down
+to the consumers of the episode's events: real Temporal, nats-server and services over gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from evoskill.orchestrator.episode_workflow import EpisodeInput, EpisodeWorkflow, PlayedEpisode
+from evoskill.orchestrator.service import connect
+from evoskill.platform.config import Settings
+from evoskill.platform.service import start_service
+from tests.integration.test_bus import isolated
+
+pytestmark = pytest.mark.integration
+
+Span = Any  # opentelemetry.sdk.trace.ReadableSpan
+Match = Callable[[Span], bool]
+
+# The services the episode touches; the learner consumes `episode.completed`.
+SERVICES = ("sandbox", "reward", "planner", "learner", "orchestrator")
+
+
+def named(name: str) -> Match:
+    return lambda span: span.name == name
+
+
+def consumer_of(subject: str) -> Match:
+    return lambda span: span.kind.name == "CONSUMER" and subject in span.name
+
+
+def grpc_server(method: str) -> Match:
+    return lambda span: span.kind.name == "SERVER" and span.name.endswith(f"/{method}")
+
+
+# From the start of the workflow down to the planner's episode span, in ancestor order. temporalio makes
+# RunWorkflow and the workflow's StartActivity both children of StartWorkflow (the workflow's context is
+# the one its starter sent), so RunWorkflow is checked beside the path, not on it.
+WORKFLOW_TO_EPISODE: tuple[Match, ...] = (
+    named("StartWorkflow:EpisodeWorkflow"), named("StartActivity:play_episode"), named("RunActivity:play_episode"),
+    grpc_server("PlayEpisode"),
+)
+# Below it, each consumer's own path: each list goes from an ancestor down to the consumer span.
+EPISODE_TO_CONSUMERS: dict[str, tuple[Match, ...]] = {
+    "reward scores each step": (named("planner.episode"), named("sandbox.step"), consumer_of("step.executed")),
+    "learner stores the episode": (consumer_of("episode.completed"),),
+}
+
+
+def ancestors(span: Span, by_id: dict[int, Span]) -> list[Span]:
+    """The span and its ancestors up to the root, leaf first; fails on a broken link."""
+    chain = [span]
+    while chain[-1].parent is not None:
+        parent_id = chain[-1].parent.span_id
+        assert parent_id in by_id, f"{chain[-1].name}: parent span {parent_id:016x} was never recorded"
+        chain.append(by_id[parent_id])
+    return chain
+
+
+def follows(chain: Sequence[Span], path: Sequence[Match]) -> bool:
+    """`path` (root first) is a subsequence of the ancestry `chain` (leaf first)."""
+    remaining = list(path)
+    for span in reversed(chain):
+        if remaining and remaining[0](span):
+            remaining.pop(0)
+    return not remaining
+
+
+@pytest.fixture
+async def stack(settings: Settings):  # type: ignore[no-untyped-def]
+    settings = isolated(settings)
+    settings = settings.model_copy(update={
+        "temporal": settings.temporal.model_copy(update={"task_queue": f"trace-{uuid.uuid4().hex[:8]}"}),
+        "state_dir": settings.state_dir / "trace",
+    })
+    running = []
+    try:
+        for name in SERVICES:
+            running.append(await start_service(name, settings))
+        yield settings
+    finally:
+        for service in reversed(running):
+            await service.stop()
+
+
+async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings, spans) -> None:  # type: ignore[no-untyped-def]
+    settings = stack
+    spans.clear()
+    client = await connect(settings)  # with the TracingInterceptor, as every evoskill client
+    played: PlayedEpisode = await client.execute_workflow(
+        EpisodeWorkflow.run,
+        EpisodeInput(env_spec="twx:coin", seed=3, fold="train", simulations=8, max_steps=4, rollout_depth=4),
+        id=f"episode-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue,
+    )
+    assert played.episode_id and played.steps > 0
+
+    def finished(match: Match) -> list[Span]:
+        return [s for s in spans.get_finished_spans() if match(s)]
+
+    # Events are consumed after the workflow returns: wait for every step's score and the episode's storage.
+    for _ in range(150):
+        if len(finished(consumer_of("step.executed"))) >= played.steps and finished(consumer_of("episode.completed")):
+            break
+        await asyncio.sleep(0.1)
+
+    everything = spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in everything}
+    (episode,) = [s for s in everything if s.name == "planner.episode"]
+    assert episode.attributes["evoskill.episode_id"] == played.episode_id
+    trace_id = episode.context.trace_id
+    (root,) = finished(named("StartWorkflow:EpisodeWorkflow"))
+    assert root.context.trace_id == trace_id and root.parent is None
+    (run,) = finished(named("RunWorkflow:EpisodeWorkflow"))
+    assert run.parent is not None and run.parent.span_id == root.context.span_id
+
+    # The planner's search belongs to the episode too.
+    searches = finished(named("planner.search"))
+    assert len(searches) == played.steps
+    for search in searches:
+        chain = ancestors(search, by_id)
+        assert follows(chain, (*WORKFLOW_TO_EPISODE, named("planner.episode"))), " <- ".join(s.name for s in chain)
+
+    for what, path in EPISODE_TO_CONSUMERS.items():
+        leaves = finished(path[-1])
+        assert leaves, f"{what}: no consumer span"
+        for leaf in leaves:
+            assert leaf.context.trace_id == trace_id, what
+            chain = ancestors(leaf, by_id)
+            assert chain[-1] is root, f"{what}: the chain does not reach the workflow's start"
+            assert follows(chain, (*WORKFLOW_TO_EPISODE, *path)), \
+                f"{what}: {' <- '.join(s.name for s in chain)}"
+    assert len(finished(consumer_of("step.executed"))) == played.steps

@@ -1,0 +1,252 @@
+"""TrainingWorkflow on a real Temporal dev server and nats-server, with the real services in-process.
+
+Episodes are tiny (twx:coin, 4 steps, 4 simulations) so that the behaviour under test — counting each
+episode once, signals, continue-as-new, a worker restart mid-episode, the ES generation — costs seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowHandle
+
+from evoskill.events.v1 import events_pb2
+from evoskill.orchestrator.training_client import run_training, start_training
+from evoskill.orchestrator.training_logic import (
+    TrainingInput,
+    TrainingParams,
+    TrainingProgress,
+    TrainingResult,
+    episode_id,
+)
+from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.platform.bus import Bus, Subjects
+from evoskill.platform.config import Settings
+from evoskill.platform.service import RunningService, start_service
+from tests.conftest import make_settings
+from tests.integration.test_bus import isolated
+
+pytestmark = pytest.mark.integration
+
+Handle = WorkflowHandle[TrainingWorkflow, TrainingResult]
+
+
+def tiny(**overrides: object) -> TrainingParams:
+    fields: dict[str, object] = {"envs": ["twx:coin"], "epochs": 1, "episodes_per_epoch": 2, "eval_episodes": 1,
+                                 "simulations": 4, "max_steps": 4, "train_steps": 2, "batch_size": 8,
+                                 "parallelism": 2, "heartbeat_timeout_s": 20.0, "train_wait_s": 30.0}
+    fields.update(overrides)
+    return TrainingParams(**fields)  # type: ignore[arg-type]
+
+
+class Stack:
+    """sandbox, reward, planner, learner and the orchestrator's worker, plus a watcher of episode.completed."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.services: list[RunningService] = []
+        self.worker: RunningService | None = None
+        self.completed: list[str] = []
+        self.watcher = Bus(settings, "watcher")
+
+        @self.watcher.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
+        async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
+            self.completed.append(event.episode_id)
+
+    async def start(self) -> None:
+        await self.watcher.start()
+        for name in ("sandbox", "reward", "planner", "learner"):
+            self.services.append(await start_service(name, self.settings))
+        await self.start_worker()
+
+    async def start_worker(self) -> None:
+        self.worker = await start_service("orchestrator", self.settings)
+
+    async def stop_worker(self) -> None:
+        assert self.worker is not None
+        await self.worker.stop()
+        self.worker = None
+
+    async def stop(self) -> None:
+        if self.worker is not None:
+            await self.stop_worker()
+        for service in reversed(self.services):
+            await service.stop()
+        await self.watcher.stop()
+
+
+@pytest.fixture(scope="module")
+async def running(tmp_path_factory: pytest.TempPathFactory, nats_url: str,
+                  temporal_address: str) -> AsyncIterator[Stack]:
+    """One set of services for the module (starting the learner's torch is the slow part)."""
+    base = make_settings(tmp_path_factory.mktemp("training"))
+    settings = isolated(base.model_copy(update={
+        "nats": base.nats.model_copy(update={"url": nats_url}),
+        # Own task queue: a workflow left over by another module never lands on this worker.
+        "temporal": base.temporal.model_copy(update={"address": temporal_address,
+                                                     "task_queue": f"train-{uuid.uuid4().hex[:8]}"}),
+    }))
+    stack = Stack(settings)
+    await stack.start()
+    yield stack
+    await stack.stop()
+
+
+@pytest.fixture
+async def stack(running: Stack) -> Stack:
+    if running.worker is None:  # a failed restart test must not take the worker from the next test
+        await running.start_worker()
+    return running
+
+
+async def client_of(settings: Settings) -> Client:
+    return await Client.connect(settings.temporal_address, namespace=settings.temporal.namespace)
+
+
+async def wait_for(handle: Handle, condition: Callable[[TrainingProgress], bool], within_s: float = 60.0,
+                   what: str = "progress") -> TrainingProgress:
+    deadline = asyncio.get_running_loop().time() + within_s
+    while True:
+        progress = await handle.query(TrainingWorkflow.progress)
+        if condition(progress):
+            return progress
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"{what} not reached; last progress: {progress}")
+        await asyncio.sleep(0.1)
+
+
+def tensorboard_files(folder: Path) -> list[Path]:
+    return list(folder.glob("events.out.tfevents.*"))
+
+
+def expected_ids(workflow_id: str, params: TrainingParams) -> set[str]:
+    return {episode_id(workflow_id, epoch, "t", i) for epoch in range(params.epochs)
+            for i in range(params.episodes_per_epoch)}
+
+
+async def test_two_epochs_train_evaluate_record_and_continue_as_new(stack: Stack) -> None:
+    settings = stack.settings
+    params = tiny(epochs=2, continue_as_new_every=1)
+    client = await client_of(settings)
+    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
+    first_run = await client.start_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
+                                            task_queue=settings.temporal.task_queue)
+    handle: Handle = client.get_workflow_handle_for(TrainingWorkflow.run, workflow_id)
+
+    early = await wait_for(handle, lambda p: p.episodes_played >= 1, what="one episode")
+    assert early.epochs == 2 and early.epoch_episodes_total == 2 and early.mean_reward is not None
+    result = await handle.result()
+
+    # Each train episode counted once, under the id derived from the workflow, epoch and slot.
+    assert result.epochs_completed == 2 and result.episodes_played == 4
+    assert sorted(result.episode_ids) == sorted(expected_ids(workflow_id, params))
+    assert result.eval_episodes == 2
+    # The learner trained on them: a policy came out of the first epoch and guided the second.
+    first_epoch, second_epoch = result.history
+    assert first_epoch.agent == "mcts" and first_epoch.policy_version
+    assert second_epoch.agent == "policy+mcts" and second_epoch.policy_version != first_epoch.policy_version
+    assert second_epoch.losses and all(v == v for v in second_epoch.losses.values())  # no NaN
+    assert result.policy_version == second_epoch.policy_version
+
+    # continue_as_new_every=1: the first run handed its state over to a second run, which finished.
+    first_run_id = first_run.first_execution_run_id
+    handed_over = await client.get_workflow_handle(workflow_id, run_id=first_run_id).describe()
+    assert handed_over.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW
+    latest = await handle.describe()
+    assert latest.run_id != first_run_id
+    assert latest.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
+    progress = await handle.query(TrainingWorkflow.progress)
+    assert progress.phase == "done" and progress.episodes_played == 4 and len(progress.history) == 2
+
+    # The epoch records: one JSONL line per epoch and TensorBoard events, under state_dir/train/<id>.
+    folder = Path(settings.state_dir) / "train" / workflow_id
+    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == [0, 1]
+    assert tensorboard_files(folder)
+
+
+async def test_pause_resume_and_stop(stack: Stack) -> None:
+    params = tiny(epochs=3, episodes_per_epoch=3, eval_episodes=0, parallelism=1, train=False)
+    client = await client_of(stack.settings)
+    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
+    await client.start_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
+                                task_queue=stack.settings.temporal.task_queue, start_signal="pause")
+    handle: Handle = client.get_workflow_handle_for(TrainingWorkflow.run, workflow_id)
+
+    # Started paused: nothing plays.
+    await wait_for(handle, lambda p: p.phase == "playing", what="the first epoch")
+    await asyncio.sleep(1.5)
+    paused = await handle.query(TrainingWorkflow.progress)
+    assert paused.paused and paused.in_flight == 0 and paused.episodes_played == 0
+
+    await handle.signal(TrainingWorkflow.resume)
+    await wait_for(handle, lambda p: p.episodes_played >= 1, what="an episode after resume")
+    await handle.signal(TrainingWorkflow.pause)
+    # The episode already running finishes; no further one starts.
+    held = await wait_for(handle, lambda p: p.paused and p.in_flight == 0, what="the pause to hold")
+    await asyncio.sleep(1.0)
+    still = await handle.query(TrainingWorkflow.progress)
+    assert still.episodes_played == held.episodes_played < 3 and still.in_flight == 0
+
+    # Stop while paused: the current epoch is finished, then the run ends (1 of 3 epochs).
+    await handle.signal(TrainingWorkflow.stop)
+    result = await handle.result()
+    assert result.stopped and result.epochs_completed == 1
+    assert sorted(result.episode_ids) == sorted(expected_ids(workflow_id, tiny(episodes_per_epoch=3)))
+
+
+async def test_worker_restart_mid_episode_counts_every_episode_once(stack: Stack) -> None:
+    params = tiny(episodes_per_epoch=3, eval_episodes=0, parallelism=1, max_steps=6, heartbeat_timeout_s=10.0)
+    client = await client_of(stack.settings)
+    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
+    handle = await start_training(client, stack.settings, params, workflow_id)
+
+    # One episode done, the next one running: take the worker away, then bring a new one.
+    await wait_for(handle, lambda p: p.episodes_played == 1 and p.in_flight == 1, what="the second episode")
+    await stack.stop_worker()
+    await stack.start_worker()
+    result = await handle.result()
+
+    assert result.episodes_played == 3
+    assert sorted(result.episode_ids) == sorted(expected_ids(workflow_id, params))
+    # The interrupted episode ran again, under the same id, on the new worker.
+    history = [e async for e in handle.fetch_history_events()]
+    retried = [e for e in history if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+               and e.activity_task_started_event_attributes.attempt > 1]
+    assert retried, "no activity was retried: the worker did not stop mid-episode"
+    # The planner published each episode that completed; the interrupted attempt published nothing.
+    for _ in range(50):
+        if set(result.episode_ids) <= set(stack.completed):
+            break
+        await asyncio.sleep(0.1)
+    ours = [e for e in stack.completed if e.startswith(workflow_id)]
+    assert sorted(set(ours)) == sorted(result.episode_ids) and len(ours) == 3
+
+
+async def test_es_run_through_the_cli_client_reports_curves_and_the_best_config(stack: Stack, tmp_path: Path) -> None:
+    """The path `evoskill train --tune es` takes: start, follow the query live, write the report."""
+    params = tiny(tune="es", es_population=2, episodes_per_epoch=1, eval_episodes=1, train=False)
+    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
+    out = io.StringIO()
+    result = await run_training(stack.settings, params, Console(file=out, width=160), tmp_path, workflow_id)
+
+    (generation,) = result.history
+    assert len(generation.es_fitness) == 2 and result.episodes_played == 2
+    # Both candidates played the same task (common random numbers), each under its own id.
+    assert sorted(result.episode_ids) == [episode_id(workflow_id, 0, f"c{c:02d}t", 0) for c in (0, 1)]
+    assert set(generation.search) == {"c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth"}
+    assert result.es_best and result.es_best_fitness == max(generation.es_fitness)
+
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "report.json").read_text())["workflow_id"] == workflow_id
+    assert tensorboard_files(tmp_path)
+    text = out.getvalue()
+    assert f"training {workflow_id}" in text and "ES best search configuration: c_puct=" in text

@@ -1,0 +1,108 @@
+"""Serving θ in the planner: the PolicyFn adapter over an exported policy, and the policy store's
+versions when it reads the learner's registry folder (no learner listening)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evoskill.core.learn import HashingFeaturizer, Learner, OnnxPolicy, TrainConfig, episode_examples
+from evoskill.envs.base import heuristic_template
+from evoskill.learner.registry import PolicyRegistry
+from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
+from evoskill.platform.config import LearnerSettings, ServiceEndpoint, Settings
+from evoskill.stack.supervisor import free_port
+from tests.unit.test_learn_data import take_task_episode
+
+BATCH = [
+    ("Your task is to eat the apple.", "You see an apple and a knife.", ["take apple", "take knife", "go north"],
+     ["take X", "take X", "go north"]),
+    ("Your task is to eat the coin.", "You carry the coin.", ["eat coin"], ["eat X"]),
+    ("Find the key.", "", ["open door", "unlock chest with key", "look", "go west"],
+     ["open X", "unlock X with Y", "look", "go west"]),
+]
+
+
+def trained_learner(seed: int = 0) -> Learner:
+    learner = Learner(HashingFeaturizer(32), LearnerSettings(lr=3e-3),
+                      TrainConfig(hidden=16, skill_dim=8, max_skills=64, seed=seed))
+    rng = np.random.default_rng(seed)
+    batch = learner.collate([ex for i in range(4) for ex in episode_examples(take_task_episode(f"e{i}", rng))])
+    for _ in range(3):
+        learner.update(batch)
+    return learner
+
+
+@pytest.fixture(scope="module")
+def policy_fn(tmp_path_factory: pytest.TempPathFactory) -> OnnxPolicyFn:
+    path = trained_learner().export(tmp_path_factory.mktemp("policies"))
+    return OnnxPolicyFn(OnnxPolicy(path), "v000001")
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def test_logits_per_state_give_the_scorers_priors(policy_fn: OnnxPolicyFn) -> None:
+    logits, values = policy_fn(BATCH)
+    assert [len(row) for row in logits] == [3, 1, 4] and values.shape == (3,)
+    priors, ref_values = policy_fn.policy.score([(g, o) for g, o, _, _ in BATCH],
+                                                [list(zip(a, t, strict=True)) for _, _, a, t in BATCH])
+    for row, p in zip(logits, priors, strict=True):
+        np.testing.assert_allclose(softmax(row), p, atol=1e-6)
+    np.testing.assert_allclose(values, ref_values, atol=1e-6)
+
+
+def test_one_batched_call_equals_one_call_per_state(policy_fn: OnnxPolicyFn) -> None:
+    logits, values = policy_fn(BATCH)
+    for i, state in enumerate(BATCH):  # padding to the widest state must not change any answer
+        alone, value = policy_fn([state])
+        np.testing.assert_allclose(alone[0], logits[i], atol=1e-5)
+        assert value[0] == pytest.approx(values[i], abs=1e-5)
+
+
+def test_missing_templates_fall_back_to_the_heuristic_ones(policy_fn: OnnxPolicyFn) -> None:
+    goal, obs, actions, _ = BATCH[0]
+    heuristic = [heuristic_template(a) for a in actions]
+    assert all(policy_fn.policy.vocab.get(t) for t in heuristic)  # skills θ knows, so templates matter
+    without, _ = policy_fn([(goal, obs, actions, [])])
+    explicit, _ = policy_fn([(goal, obs, actions, heuristic)])
+    other, _ = policy_fn([(goal, obs, actions, ["eat X"] * len(actions))])
+    np.testing.assert_allclose(without[0], explicit[0])
+    assert not np.allclose(without[0], other[0])
+    assert policy_fn([]) == ([], pytest.approx(np.zeros(0)))
+
+
+@pytest.fixture(scope="module")
+def registry_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A state folder whose learner registry holds v1 and v2, and a learner endpoint nobody listens on."""
+    tmp_path = tmp_path_factory.mktemp("state")
+    registry = PolicyRegistry(tmp_path / "learner" / "policies")
+    for seed in (1, 2):
+        learner = trained_learner(seed)
+        learner.version = seed - 1
+        registry.add(seed, learner.export(registry.directory), {"loss": float(seed)})
+    return Settings(state_dir=tmp_path, learner_endpoint=ServiceEndpoint(port=free_port()))
+
+
+def test_store_serves_versions_from_the_registry_when_the_learner_is_down(registry_settings: Settings) -> None:
+    store = PolicyStore(registry_settings)
+    latest = store.get("")
+    assert latest.version == "v000002" and store.latest == "v000002"
+    assert store.get("1").version == "v000001" and store.get("v000001") is store.get("1")  # cached
+    first, second = store.get("v000001")(BATCH[:1])[0][0], latest(BATCH[:1])[0][0]
+    assert not np.allclose(first, second)  # two different θ, really
+    with pytest.raises(KeyError, match="not published"):
+        store.get("v000009")
+    with pytest.raises(ValueError, match="not of the form"):
+        store.get("latest")
+
+
+def test_announcement_moves_latest_forward_only(registry_settings: Settings) -> None:
+    store = PolicyStore(registry_settings)
+    assert store.latest == ""
+    assert store.published("v000002") and store.latest == "v000002"
+    assert not store.published("v000001")  # an old announcement read from the stream's history
+    assert not store.published("v000002")
+    assert store.get("").version == "v000002"

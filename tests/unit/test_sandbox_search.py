@@ -1,0 +1,97 @@
+"""SandboxSearch over a real TextWorldExpress game, with the sandbox host and reward core in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from evoskill.core.reward import score_transition
+from evoskill.core.search import SearchConfig, search
+from evoskill.planner.sandbox_search import SandboxSearch
+from evoskill.platform.config import RewardSettings
+from evoskill.reward.v1 import reward_pb2
+from evoskill.sandbox.host import EnvHost
+from evoskill.sandbox.v1 import sandbox_pb2
+
+
+class HostSandbox:
+    """The sandbox service's Simulate without the transport: the same EnvHost the worker runs."""
+
+    def __init__(self, host: EnvHost) -> None:
+        self.host, self.calls = host, 0
+
+    def Simulate(self, request: sandbox_pb2.SimulateRequest) -> sandbox_pb2.SimulateReply:
+        self.calls += 1
+        results, steps = self.host.simulate(list(request.probes), request.gamma)
+        return sandbox_pb2.SimulateReply(results=results, env_steps=steps)
+
+
+class CoreReward:
+    def ScoreBatch(self, request: reward_pb2.ScoreBatchRequest) -> reward_pb2.ScoreBatchReply:
+        return reward_pb2.ScoreBatchReply(results=[score_transition(t, RewardSettings()) for t in request.transitions])
+
+
+@pytest.fixture()
+def coin() -> Any:
+    host, _ = EnvHost.open("twx:coin", 0, "test")
+    yield host
+    host.close()
+
+
+def test_actions_that_change_nothing_are_not_candidates(coin: EnvHost) -> None:
+    env = SandboxSearch(HostSandbox(coin), CoreReward(), "s")
+    root = env.root()
+    valid = list(env.nodes[()].observation.valid_actions)
+    assert "inventory" in valid and "look around" in valid
+    assert "inventory" not in env.actions(()) and "look around" not in env.actions(())
+    assert root.num_actions == len(env.actions(())) == len(env.templates(()))
+    for action in env.actions(()):  # each candidate leads somewhere else
+        assert env.nodes[(action,)].state_key != env.nodes[()].state_key
+
+
+def test_walking_back_to_a_visited_state_costs_the_revisit_penalty(coin: EnvHost) -> None:
+    plain = SandboxSearch(HostSandbox(coin), CoreReward(), "s")
+    plain.root()
+    shaped = SandboxSearch(HostSandbox(coin), CoreReward(), "s", revisit_penalty=0.5)
+    shaped.root()
+    # coin seed 0 starts in the kitchen with an open way west; west then east comes back.
+    out = shaped.actions(()).index("move west")
+    there_plain, there_shaped = plain.step((), out), shaped.step((), out)
+    assert there_shaped.reward == there_plain.reward  # a new place: no penalty
+    back = shaped.actions(("move west",)).index("move east")
+    returned_plain = plain.step(("move west",), back)
+    returned_shaped = shaped.step(("move west",), back)
+    assert returned_shaped.reward == pytest.approx(returned_plain.reward - 0.5)
+    # The same state, reached at another depth, is another node (no cycle in the tree).
+    assert returned_shaped.key != (0, shaped.nodes[()].state_key)
+
+
+def test_new_nodes_of_one_round_share_one_simulate_call(coin: EnvHost) -> None:
+    sandbox = HostSandbox(coin)
+    env = SandboxSearch(sandbox, CoreReward(), "s", rollout_depth=0)
+    env.root()
+    before = sandbox.calls
+    transitions = env.step_batch([((), i) for i in range(len(env.actions(())))])
+    assert sandbox.calls == before + 1  # the grandchildren of all new nodes in one call
+    assert all(t.num_actions == len(env.actions(t.state)) for t in transitions if not t.done)
+
+
+def test_search_wins_a_coin_game() -> None:
+    """Seed 0: the coin is five rooms and a door away."""
+    host, obs = EnvHost.open("twx:coin", 0, "test")
+    visited: set[str] = set()
+    try:
+        for index in range(30):
+            env = SandboxSearch(HostSandbox(host), CoreReward(), "s", revisit_penalty=0.5,
+                                visited=frozenset(visited), seed=index)
+            root = env.root()
+            visited.add(env.nodes[()].state_key)
+            result = search(root, env.step, SearchConfig(num_simulations=32, seed=index), env.evaluate,
+                            step_batch=env.step_batch)
+            obs = host.step(env.actions(())[result.action]).after
+            if obs.done:
+                break
+        assert obs.won
+    finally:
+        host.close()

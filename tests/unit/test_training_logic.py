@@ -1,0 +1,162 @@
+"""The pure parts of the training loop: task sampling, episode ids, parameter checks, the ES step, the report."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from evoskill.orchestrator.training_logic import (
+    ES_PARAMS,
+    ES_START,
+    EpisodeResult,
+    EpochMetrics,
+    TrainingParams,
+    agent_for,
+    centered_ranks,
+    episode_id,
+    es_candidates,
+    es_decode,
+    es_encode,
+    es_perturbations,
+    es_update,
+    eval_tasks,
+    sample_tasks,
+    summarise,
+    validate,
+)
+from evoskill.orchestrator.training_report import METRICS_FILE, plot_curves, record_metrics
+
+
+def test_tasks_are_deterministic_distinct_in_the_fold_and_differ_between_epochs() -> None:
+    envs = ["twx:coin", "twx:cookingworld"]
+    first = sample_tasks(envs, seed=7, epoch=0, count=10, fold_size=50)
+    assert first == sample_tasks(envs, seed=7, epoch=0, count=10, fold_size=50)  # a replay draws the same
+    assert len({t.seed for t in first}) == 10 and all(0 <= t.seed < 50 for t in first)
+    assert [t.env for t in first].count("twx:coin") == 5  # environments take turns
+    assert first != sample_tasks(envs, seed=7, epoch=1, count=10, fold_size=50)
+    assert first != sample_tasks(envs, seed=8, epoch=0, count=10, fold_size=50)
+
+
+def test_eval_tasks_are_the_same_every_epoch() -> None:
+    assert eval_tasks(["a", "b"], 3) == eval_tasks(["a", "b"], 3)
+    assert [(t.env, t.seed) for t in eval_tasks(["a", "b"], 3)] == [("a", 0), ("b", 1), ("a", 2)]
+
+
+def test_episode_ids_are_stable_and_unique_per_slot() -> None:
+    ids = {episode_id("wf", epoch, kind, i) for epoch in range(3) for kind in ("t", "v") for i in range(5)}
+    assert len(ids) == 30
+    assert episode_id("wf", 1, "t", 2) == episode_id("wf", 1, "t", 2) == "wf-e0001-t002"
+
+
+def test_agent_switches_to_the_policy_once_one_exists() -> None:
+    assert agent_for("") == "mcts" and agent_for("v000001") == "policy+mcts"
+
+
+def test_validate_names_each_bad_field() -> None:
+    assert validate(TrainingParams(envs=["twx:coin"])) == []
+    problems = " ".join(validate(TrainingParams(envs=[], epochs=0, tune="cma", parallelism=0)))
+    for word in ("envs", "epochs", "tune", "parallelism"):
+        assert word in problems
+    assert "es_population" in " ".join(validate(TrainingParams(envs=["x"], tune="es", es_population=3)))
+    assert "train_steps" in " ".join(validate(TrainingParams(envs=["x"], train_steps=0)))
+    assert validate(TrainingParams(envs=["x"], train_steps=0, train=False)) == []
+
+
+def test_summarise() -> None:
+    results = [EpisodeResult("a", "e", 0, True, 1.0, 2.0, 3, 30), EpisodeResult("b", "e", 1, False, 0.0, 0.0, 5, 50)]
+    s = summarise(results)
+    assert (s.episodes, s.mean_reward, s.success, s.mean_score) == (2, 1.0, 0.5, 0.5)
+    assert summarise([]).episodes == 0
+
+
+def test_es_encoding_round_trips_and_every_point_is_a_valid_config() -> None:
+    assert es_decode(es_encode(ES_START)) == pytest.approx(ES_START)
+    rng = random.Random(0)
+    for _ in range(200):
+        config = es_decode([rng.uniform(-20, 20) for _ in ES_PARAMS])
+        assert config["c_puct"] > 0 and config["dirichlet_alpha"] > 0
+        assert 0 < config["dirichlet_weight"] < 1 and 1 <= config["rollout_depth"] <= 50
+        assert config["rollout_depth"] == int(config["rollout_depth"])
+
+
+def test_es_perturbations_are_antithetic_and_replayable() -> None:
+    directions = es_perturbations(seed=3, generation=2, population=6, dims=4)
+    assert directions == es_perturbations(seed=3, generation=2, population=6, dims=4)
+    assert directions != es_perturbations(seed=3, generation=3, population=6, dims=4)
+    for plus, minus in zip(directions[::2], directions[1::2], strict=True):
+        assert minus == [-v for v in plus]
+
+
+def test_centered_ranks_share_ties() -> None:
+    assert centered_ranks([3.0, 1.0, 2.0]) == [0.5, -0.5, 0.0]
+    assert centered_ranks([1.0, 1.0]) == [0.0, 0.0]
+    assert centered_ranks([5.0]) == [0.0]
+
+
+def test_es_step_moves_onto_the_better_of_one_pair_and_not_on_a_tie() -> None:
+    mean = es_encode(ES_START)
+    directions = es_perturbations(seed=0, generation=0, population=2, dims=4)
+    plus, minus = es_candidates(mean, directions, sigma=0.3)
+    assert es_update(mean, directions, [1.0, 0.0], sigma=0.3, lr=1.0) == pytest.approx(plus)
+    assert es_update(mean, directions, [0.0, 1.0], sigma=0.3, lr=1.0) == pytest.approx(minus)
+    assert es_update(mean, directions, [0.5, 0.5], sigma=0.3, lr=1.0) == pytest.approx(mean)
+    with pytest.raises(ValueError):
+        es_update(mean, directions, [1.0], sigma=0.3, lr=1.0)
+
+
+def test_es_climbs_a_smooth_objective() -> None:
+    """On a known optimum (c_puct 2.0, depth 15), a few generations get closer than the start."""
+    target = es_encode({**ES_START, "c_puct": 2.0, "rollout_depth": 15.0})
+
+    def fitness(z: list[float]) -> float:
+        return -sum((a - b) ** 2 for a, b in zip(z, target, strict=True))
+
+    mean = es_encode(ES_START)
+    start = fitness(mean)
+    for generation in range(30):
+        directions = es_perturbations(seed=1, generation=generation, population=8, dims=4)
+        candidates = es_candidates(mean, directions, sigma=0.2)
+        mean = es_update(mean, directions, [fitness(c) for c in candidates], sigma=0.2, lr=0.5)
+    assert fitness(mean) > start / 10
+    assert math.isclose(es_decode(mean)["c_puct"], 2.0, rel_tol=0.25)
+
+
+def metrics(epoch: int, reward: float) -> EpochMetrics:
+    return EpochMetrics(epoch=epoch, agent="mcts", train_episodes=2, train_mean_reward=reward, train_success=0.5,
+                        train_mean_score=0.5, eval_episodes=1, eval_success=1.0, eval_mean_reward=reward + 1,
+                        eval_mean_score=1.0, policy_version=f"v{epoch}", losses={"policy": 1.0 / (epoch + 1)})
+
+
+def test_records_one_line_per_epoch_even_when_retried_and_tensorboard_events(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    record_metrics(tmp_path, metrics(0, 1.0))
+    record_metrics(tmp_path, metrics(1, 2.0))
+    record_metrics(tmp_path, metrics(1, 2.0))  # a retried activity
+    lines = [json.loads(line) for line in (tmp_path / METRICS_FILE).read_text().splitlines()]
+    assert [line["epoch"] for line in lines] == [0, 1]
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    rewards = {e.step: e.value for e in accumulator.Scalars("eval/mean_reward")}
+    assert rewards == {0: 2.0, 1: 3.0}
+    assert "loss/policy" in accumulator.Tags()["scalars"]
+
+
+def test_curves_are_written_as_png(tmp_path: Path) -> None:
+    path = plot_curves([metrics(0, 1.0), metrics(1, 2.0)], tmp_path / "curves.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_train_command_refuses_bad_parameters_in_one_line() -> None:
+    from typer.testing import CliRunner
+
+    from evoskill.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--env", "twx:coin", "--epochs", "0", "--tune", "cma"])
+    assert result.exit_code == 2
+    assert "epochs must be >= 1" in result.output and "tune must be one of" in result.output
+    assert "Traceback" not in result.output
