@@ -1,6 +1,7 @@
 """The learner service and policy serving against a real nats-server, real gRPC and real TextWorldExpress:
-episodes in over the bus, Train -> a published version, a restart that keeps replay and θ, and a
-planner that hot-swaps to the new θ and plays policy+mcts with it."""
+episodes in over the bus (evaluation folds skipped), Train -> a published version (once per request id),
+a restart that keeps replay, θ and the request ids, and a planner that hot-swaps to the new θ and plays
+policy+mcts with it."""
 
 from __future__ import annotations
 
@@ -142,13 +143,30 @@ async def test_learner_trains_publishes_and_survives_a_restart(
             reasons = sorted(letter.error for letter in watcher.letters_of("learner"))
             assert "cannot decode EpisodeCompleted" in reasons[0] and "episode_id is empty" in reasons[1]
 
-            reply = await stub.Train(learner_pb2.TrainRequest(steps=3, episode_ids=ids, wait_seconds=30, seed=7))
+            # An evaluation's episode is acknowledged, not stored; a Train naming it says why, without waiting.
+            evaluation = events_pb2.EpisodeCompleted()
+            evaluation.CopyFrom(episodes[0])
+            evaluation.episode_id, evaluation.fold = "eval-1", "test"
+            await watcher.bus.publish(Subjects.EPISODE_COMPLETED, evaluation)
+            err = await rpc_error(stub.Train(learner_pb2.TrainRequest(steps=1, episode_ids=[*ids, "eval-1"],
+                                                                      wait_seconds=30)))
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "episode eval-1 is from the 'test' fold" in (err.details() or "")
+            assert "learner.train_folds: train" in (err.details() or "")
+            assert len(watcher.letters_of("learner")) == 2  # skipped, not dead-lettered
+
+            request = learner_pb2.TrainRequest(steps=3, episode_ids=ids, wait_seconds=30, seed=7,
+                                               request_id="run-e0-train")
+            reply = await stub.Train(request)
             assert reply.policy_version == "v000001" and reply.steps == 3 and reply.samples == 24
             assert reply.replay_episodes == 2  # the redelivered episode is stored once
             assert reply.replay_size == sum(len(e.steps) for e in episodes)
             assert set(reply.losses) >= LOSSES and all(math.isfinite(v) for v in reply.losses.values())
             await until(lambda: [p.version for p in watcher.published] == ["v000001"], "policy.published v000001")
             assert watcher.published[0].onnx_path == reply.onnx_path
+            # The same request again (a retried activity): the same reply, no second version.
+            assert await stub.Train(request) == reply
+            first = reply
 
             listed = (await stub.ListPolicies(learner_pb2.ListPoliciesRequest())).policies
             assert [p.version for p in listed] == ["v000001"] and not listed[0].onnx_model
@@ -172,8 +190,12 @@ async def test_learner_trains_publishes_and_survives_a_restart(
         await watcher.bus.publish(Subjects.EPISODE_COMPLETED, episodes[1])  # seen before the restart
         async with channel(settings.endpoint("learner").target) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
-            reply = await stub.Train(learner_pb2.TrainRequest(steps=2, episode_ids=ids))
-            assert reply.policy_version == "v000002" and reply.replay_episodes == 2
+            again = await stub.Train(learner_pb2.TrainRequest(steps=3, request_id="run-e0-train"))
+            assert again == first  # the request id outlived the restart
+            # A retry arriving while the first call still trains waits for it and gets its version.
+            next_epoch = learner_pb2.TrainRequest(steps=2, episode_ids=ids, request_id="run-e1-train")
+            reply, retried = await asyncio.gather(stub.Train(next_epoch), stub.Train(next_epoch))
+            assert reply.policy_version == "v000002" and reply.replay_episodes == 2 and retried == reply
             listed = (await stub.ListPolicies(learner_pb2.ListPoliciesRequest())).policies
         assert [p.version for p in listed] == ["v000001", "v000002"]
         assert listed[1].metrics["total_steps"] == 5  # θ continued from the checkpoint: 3 + 2 updates

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.integration
 Span = Any  # opentelemetry.sdk.trace.ReadableSpan
 Match = Callable[[Span], bool]
 
-# The services the episode touches; the learner consumes `episode.completed`.
-SERVICES = ("sandbox", "reward", "planner", "learner", "orchestrator")
+# The services the episode touches; the learner consumes `episode.completed`, memory `reward.scored`.
+SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
 
 def named(name: str) -> Match:
@@ -48,6 +48,8 @@ WORKFLOW_TO_EPISODE: tuple[Match, ...] = (
 EPISODE_TO_CONSUMERS: dict[str, tuple[Match, ...]] = {
     "reward scores each step": (named("planner.episode"), named("sandbox.step"), consumer_of("step.executed")),
     "learner stores the episode": (consumer_of("episode.completed"),),
+    "memory stores each scored step": (named("planner.episode"), named("sandbox.step"), consumer_of("step.executed"),
+                                       consumer_of("reward.scored")),
 }
 
 
@@ -76,6 +78,7 @@ async def stack(settings: Settings):  # type: ignore[no-untyped-def]
     settings = settings.model_copy(update={
         "temporal": settings.temporal.model_copy(update={"task_queue": f"trace-{uuid.uuid4().hex[:8]}"}),
         "state_dir": settings.state_dir / "trace",
+        "memory": settings.memory.model_copy(update={"featurizer": "hash"}),  # no model start-up
     })
     running = []
     try:
@@ -103,7 +106,8 @@ async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings,
 
     # Events are consumed after the workflow returns: wait for every step's score and the episode's storage.
     for _ in range(150):
-        if len(finished(consumer_of("step.executed"))) >= played.steps and finished(consumer_of("episode.completed")):
+        if (len(finished(consumer_of("step.executed"))) >= played.steps and finished(consumer_of("episode.completed"))
+                and len(finished(consumer_of("reward.scored"))) >= played.steps):
             break
         await asyncio.sleep(0.1)
 

@@ -19,6 +19,8 @@ from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 from temporalio.client import Client, WorkflowHandle
 
 from evoskill.events.v1 import events_pb2
+from evoskill.learner.servicer import LearnerServicer
+from evoskill.orchestrator.jobs import check_stack
 from evoskill.orchestrator.training_client import run_training, start_training
 from evoskill.orchestrator.training_logic import (
     TrainingInput,
@@ -53,6 +55,7 @@ class Stack:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.services: list[RunningService] = []
+        self.learner: LearnerServicer | None = None
         self.worker: RunningService | None = None
         self.completed: list[str] = []
         self.watcher = Bus(settings, "watcher")
@@ -65,6 +68,9 @@ class Stack:
         await self.watcher.start()
         for name in ("sandbox", "reward", "planner", "learner"):
             self.services.append(await start_service(name, self.settings))
+        learner = self.services[-1].parts.registrations[0][1]
+        assert isinstance(learner, LearnerServicer)
+        self.learner = learner
         await self.start_worker()
 
     async def start_worker(self) -> None:
@@ -155,6 +161,16 @@ async def test_two_epochs_train_evaluate_record_and_continue_as_new(stack: Stack
     assert second_epoch.agent == "policy+mcts" and second_epoch.policy_version != first_epoch.policy_version
     assert second_epoch.losses and all(v == v for v in second_epoch.losses.values())  # no NaN
     assert result.policy_version == second_epoch.policy_version
+    # Each epoch's Train carried its idempotency key, recorded with the version it made.
+    assert stack.learner is not None
+    trainer = stack.learner.trainer
+    made = {e.request_id: e.version for e in trainer.registry.list() if e.request_id.startswith(workflow_id)}
+    assert made == {f"{workflow_id}-e0-train": first_epoch.policy_version,
+                    f"{workflow_id}-e1-train": second_epoch.policy_version}
+    # The evaluation episodes (dev fold) reached the learner and were kept out of replay; training ones are in.
+    evaluated = [episode_id(workflow_id, epoch, "v", 0) for epoch in range(2)]
+    assert all(trainer.skipped.get(e) == "dev" and not trainer.has(e) for e in evaluated)
+    assert all(trainer.has(e) for e in result.episode_ids)
 
     # continue_as_new_every=1: the first run handed its state over to a second run, which finished.
     first_run_id = first_run.first_execution_run_id
@@ -250,3 +266,11 @@ async def test_es_run_through_the_cli_client_reports_curves_and_the_best_config(
     assert tensorboard_files(tmp_path)
     text = out.getvalue()
     assert f"training {workflow_id}" in text and "ES best search configuration: c_puct=" in text
+
+
+async def test_the_main_jobs_health_check_is_traced_from_its_client(stack: Stack, spans) -> None:  # type: ignore[no-untyped-def]
+    """`evoskill run` starts its workflows through the project's client: the start is in the trace."""
+    spans.clear()
+    await check_stack(stack.settings, Console(file=io.StringIO()))
+    started = [s for s in spans.get_finished_spans() if s.name == "StartWorkflow:StackHealthWorkflow"]
+    assert len(started) == 1

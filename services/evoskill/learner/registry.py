@@ -1,7 +1,8 @@
 """The policy registry: exported θ versions in one folder, with a small JSON index.
 
 `<folder>/policy-v000003.onnx` is the file `core.learn.export` writes; `<folder>/index.json` lists the
-published versions with their creation time and training metrics. A version is published when it is
+published versions with their creation time, training metrics and the Train request id that made each
+(what makes a retried Train answer with the version it already made). A version is published when it is
 in the index (the file is written first, then the index, both atomically), so a crash between the two
 leaves an unlisted file that the next export overwrites. Readers (the learner's GetPolicy, a planner
 sharing the state folder) never see a half-written file. Imports no torch: the planner reads it too.
@@ -46,6 +47,7 @@ class PolicyEntry:
     file: str  # name inside the registry folder
     created_unix_ms: int
     metrics: dict[str, float] = field(default_factory=dict)
+    request_id: str = ""  # the Train request that made it ("" = none given)
 
     @property
     def number(self) -> int:
@@ -64,7 +66,8 @@ class PolicyRegistry:
         if not path.exists():
             return []
         rows = json.loads(path.read_text())["policies"]
-        return [PolicyEntry(r["version"], r["file"], int(r["created_unix_ms"]), dict(r["metrics"])) for r in rows]
+        return [PolicyEntry(r["version"], r["file"], int(r["created_unix_ms"]), dict(r["metrics"]),
+                            r.get("request_id", "")) for r in rows]
 
     def _write(self, entries: list[PolicyEntry]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -98,12 +101,16 @@ class PolicyRegistry:
                 return entry
         raise KeyError(f"policy version {version!r} is not published in {self.directory}")
 
+    def made_by(self, request_id: str) -> PolicyEntry | None:
+        """The version a Train request with this id published, if any."""
+        return next((e for e in self.list() if request_id and e.request_id == request_id), None)
+
     def path(self, entry: PolicyEntry) -> Path:
         return self.directory / entry.file
 
-    def add(self, number: int, file: Path, metrics: dict[str, float]) -> PolicyEntry:
+    def add(self, number: int, file: Path, metrics: dict[str, float], request_id: str = "") -> PolicyEntry:
         """Publish the exported `file` as version `number` (which must exceed every listed one)."""
-        entry = PolicyEntry(version_name(number), file.name, int(time.time() * 1000), dict(metrics))
+        entry = PolicyEntry(version_name(number), file.name, int(time.time() * 1000), dict(metrics), request_id)
         with self._lock:
             entries = self._read()
             if entries and number <= max(e.number for e in entries):

@@ -2,8 +2,10 @@
 
 Episodes arrive from the planner over the bus and are stored before the ack (idempotent by episode
 id, so a redelivery or a replayed stream is stored once; an episode that can never be training data
-is dead-lettered with the reason). Train runs the update steps in a worker thread, exports ONNX into
-the registry folder, checkpoints θ and announces `policy.published`; planners hot-swap to it.
+is dead-lettered with the reason). Episodes of folds other than `learner.train_folds` (evaluations on
+dev/test) are acknowledged and skipped: valid, but not training data. Train runs the update steps in a
+worker thread, exports ONNX into the registry folder, checkpoints θ and announces `policy.published`;
+planners hot-swap to it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
     async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-        if not await asyncio.to_thread(trainer.ingest, event):  # ValueError -> dead letter with the reason
+        outcome = await asyncio.to_thread(trainer.ingest, event)  # ValueError -> dead letter with the reason
+        if outcome == "duplicate":
             log.info("learner: episode %s is already in replay", event.episode_id)
+        elif outcome == "other_fold":
+            log.info("learner: episode %s is from the %r fold, not training data: skipped (%d skipped so far)",
+                     event.episode_id, event.fold, trainer.skipped_total)
 
     return ServiceParts(
         registrations=[(learner_pb2_grpc.add_LearnerServiceServicer_to_server, servicer, SERVICE_NAME)],

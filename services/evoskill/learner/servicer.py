@@ -1,4 +1,8 @@
-"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies."""
+"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies.
+
+Train is idempotent by `request_id`: the id is recorded with the version it published, and a repeat (an
+activity retried after its worker died while the learner trained) gets that version back, untrained.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import grpc
 
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry
-from evoskill.learner.trainer import PolicyTrainer
+from evoskill.learner.trainer import PolicyTrainer, TrainResult
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.rpc import FailedPreconditionError, rpc_method
@@ -31,6 +35,13 @@ def check_train(request: learner_pb2.TrainRequest) -> None:
         raise ValueError("episode_ids holds an empty id")
 
 
+def train_reply(result: TrainResult) -> learner_pb2.TrainReply:
+    return learner_pb2.TrainReply(
+        policy_version=result.entry.version, losses=result.losses, samples=result.samples,
+        replay_size=result.replay_size, replay_episodes=result.replay_episodes, steps=result.steps,
+        onnx_path=str(result.path.resolve()))
+
+
 def policy_info(entry: PolicyEntry, path: str, onnx: bytes = b"") -> learner_pb2.PolicyInfo:
     return learner_pb2.PolicyInfo(version=entry.version, onnx_path=path, onnx_model=onnx,
                                   created_unix_ms=entry.created_unix_ms, metrics=entry.metrics)
@@ -47,7 +58,13 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         missing = [e for e in dict.fromkeys(episode_ids) if not self.trainer.has(e)]
-        while missing and loop.time() < deadline:
+        while missing:
+            # An evaluation's episode never lands in replay: say so now instead of timing out.
+            problems = [p for p in map(self.trainer.fold_problem, missing) if p]
+            if problems:
+                raise ValueError("; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
+            if loop.time() >= deadline:
+                break
             await asyncio.sleep(WAIT_POLL_S)
             missing = [e for e in missing if not self.trainer.has(e)]
         if missing:
@@ -59,19 +76,23 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     async def Train(self, request: learner_pb2.TrainRequest,
                     context: grpc.aio.ServicerContext) -> learner_pb2.TrainReply:
         check_train(request)
+        done = await asyncio.to_thread(self.trainer.made_by, request.request_id)
+        if done is not None:  # answered before: its episodes may have left replay since, so no waiting
+            return train_reply(done)
         await self.wait_for_episodes(list(request.episode_ids), request.wait_seconds)
         fraction = request.online_fraction if request.HasField("online_fraction") else None
         async with self.training:
+            # A retry that arrived while the first call was still training finds its version now.
+            done = await asyncio.to_thread(self.trainer.made_by, request.request_id)
+            if done is not None:
+                return train_reply(done)
             result = await asyncio.to_thread(self.trainer.train, request.steps, request.batch_size, fraction,
-                                             request.seed)
-        path = str(result.path.resolve())
+                                             request.seed, request.request_id)
+        reply = train_reply(result)
         if self.bus is not None:
             await self.bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(
-                version=result.entry.version, onnx_path=path, metrics=result.entry.metrics))
-        return learner_pb2.TrainReply(
-            policy_version=result.entry.version, losses=result.losses, samples=result.samples,
-            replay_size=result.replay_size, replay_episodes=result.replay_episodes, steps=result.steps,
-            onnx_path=path)
+                version=result.entry.version, onnx_path=reply.onnx_path, metrics=result.entry.metrics))
+        return reply
 
     @rpc_method
     async def GetPolicy(self, request: learner_pb2.GetPolicyRequest,

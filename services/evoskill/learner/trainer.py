@@ -4,14 +4,18 @@
     checkpoint.pt     network, optimiser, skill vocabulary, step and version counters
     policies/         policy-v000001.onnx, ... and index.json (see `registry`)
 
-A restart rebuilds replay from sqlite and continues from the checkpoint, and version numbers keep
-increasing past whatever the registry lists. Every method blocks: the service calls them in threads.
+Only episodes of `learner.train_folds` are training data: an evaluation's dev/test episode is skipped
+(remembered by id, so a Train that names it says why it is not in replay). A restart rebuilds replay
+from sqlite and continues from the checkpoint, and version numbers keep increasing past whatever the
+registry lists. Every method blocks: the service calls them in threads.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -20,6 +24,11 @@ from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import FailedPreconditionError
+
+Ingested = Literal["stored", "duplicate", "other_fold"]
+# Registry metrics that are not losses: the rest of a version's metrics are its TrainReply.losses.
+BOOKKEEPING = ("steps", "samples", "replay_size", "replay_episodes", "total_steps")
+SKIPPED_REMEMBERED = 10_000  # ids of skipped episodes kept to explain a Train naming one
 
 
 def check_episode(episode: events_pb2.EpisodeCompleted) -> None:
@@ -39,6 +48,13 @@ class TrainResult:
     samples: int
     replay_size: int
     replay_episodes: int
+
+    @classmethod
+    def of(cls, entry: PolicyEntry, path: Path) -> TrainResult:
+        """The result as it was when `entry` was published (a repeated request is answered with it)."""
+        m = entry.metrics
+        return cls(entry, path, {k: v for k, v in m.items() if k not in BOOKKEEPING}, int(m.get("steps", 0)),
+                   int(m.get("samples", 0)), int(m.get("replay_size", 0)), int(m.get("replay_episodes", 0)))
 
 
 class PolicyTrainer:
@@ -60,11 +76,29 @@ class PolicyTrainer:
         # The index outlives a lost checkpoint: a version number is never handed out twice.
         self.learner.version = max(self.learner.version, latest.number if latest else 0)
         self.max_policy_age = ls.max_policy_age
+        self.train_folds = frozenset(ls.train_folds)
+        self.skipped: OrderedDict[str, str] = OrderedDict()  # episode id -> fold, newest last
+        self.skipped_total = 0
 
-    def ingest(self, episode: events_pb2.EpisodeCompleted) -> bool:
-        """Store the episode durably; False if it was stored before (a redelivery or a replay)."""
+    def ingest(self, episode: events_pb2.EpisodeCompleted) -> Ingested:
+        """Store a training-fold episode durably ("duplicate" if stored before: a redelivery or a replay)."""
         check_episode(episode)
-        return self.replay.add(episode)
+        if episode.fold not in self.train_folds:
+            if episode.episode_id not in self.skipped:
+                self.skipped_total += 1
+            self.skipped[episode.episode_id] = episode.fold
+            while len(self.skipped) > SKIPPED_REMEMBERED:
+                self.skipped.popitem(last=False)
+            return "other_fold"
+        return "stored" if self.replay.add(episode) else "duplicate"
+
+    def fold_problem(self, episode_id: str) -> str | None:
+        """Why a skipped episode is not in replay; None for one that was not skipped (or long ago)."""
+        fold = self.skipped.get(episode_id)
+        if fold is None:
+            return None
+        return (f"episode {episode_id} is from the {fold or '(empty)'!r} fold, not training data "
+                f"(learner.train_folds: {', '.join(sorted(self.train_folds))})")
 
     def has(self, episode_id: str) -> bool:
         return episode_id in self.replay.online or episode_id in self.replay.offline
@@ -73,9 +107,15 @@ class PolicyTrainer:
     def replay_episodes(self) -> int:
         return len(self.replay.online.episode_ids) + len(self.replay.offline.episode_ids)
 
+    def made_by(self, request_id: str) -> TrainResult | None:
+        """What the Train request `request_id` published, if it did (read back from the registry index)."""
+        entry = self.registry.made_by(request_id) if request_id else None
+        return TrainResult.of(entry, self.registry.path(entry)) if entry else None
+
     def train(self, steps: int, batch_size: int = 0, online_fraction: float | None = None,
-              seed: int = 0) -> TrainResult:
-        """`steps` updates from replay, then export, checkpoint and publish the next version."""
+              seed: int = 0, request_id: str = "") -> TrainResult:
+        """`steps` updates from replay, then export, checkpoint and publish the next version (recording
+        `request_id` with it in the same index write, so a retry finds it however late it comes)."""
         if len(self.replay) == 0:
             raise FailedPreconditionError("replay is empty: no episode (evoskill.episode.completed) has been "
                                           "ingested yet, nothing to train on")
@@ -97,7 +137,7 @@ class PolicyTrainer:
         entry = self.registry.add(self.learner.version, path, {
             **metrics, "steps": float(done), "samples": float(done * used_batch),
             "replay_size": float(size), "replay_episodes": float(episodes), "total_steps": float(self.learner.steps),
-        })
+        }, request_id)
         if self.max_policy_age > 0:
             self.replay.evict_stale(self.learner.version, self.max_policy_age)
         return TrainResult(entry, path, metrics, done, done * used_batch, size, episodes)

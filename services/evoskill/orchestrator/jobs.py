@@ -6,9 +6,9 @@ import uuid
 
 from rich.console import Console
 from rich.table import Table
-from temporalio.client import Client
 
 from evoskill.orchestrator.health_workflow import StackHealthWorkflow
+from evoskill.orchestrator.service import connect
 from evoskill.orchestrator.training_logic import TrainingParams
 from evoskill.platform.config import Settings
 
@@ -18,8 +18,8 @@ SHORT_TRAINING = TrainingParams(envs=["twx:coin"], epochs=2, episodes_per_epoch=
 
 
 async def check_stack(settings: Settings, console: Console) -> bool:
-    """Every service reports its health through a Temporal workflow."""
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal.namespace)
+    """Every service reports its health through a Temporal workflow (traced: the client carries the interceptor)."""
+    client = await connect(settings, attempts=3)
     results = await client.execute_workflow(
         StackHealthWorkflow.run, id=f"stack-health-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue
     )

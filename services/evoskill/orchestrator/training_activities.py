@@ -73,9 +73,11 @@ class TrainingActivities:
 
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
-        """Train θ on replay once this epoch's episodes have arrived there; a learner without Train is noted."""
+        """Train θ on replay once this epoch's episodes have arrived there; a learner without Train is noted.
+        A retry (this worker died after the learner finished) sends the same request id and gets that version."""
         request = learner_pb2.TrainRequest(steps=task.steps, batch_size=task.batch_size, seed=task.seed,
-                                           episode_ids=task.episode_ids, wait_seconds=task.wait_seconds)
+                                           episode_ids=task.episode_ids, wait_seconds=task.wait_seconds,
+                                           request_id=task.request_id)
         async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
             try:

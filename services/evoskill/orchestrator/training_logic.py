@@ -138,6 +138,7 @@ class TrainTask:
     seed: int
     episode_ids: list[str]
     wait_seconds: float
+    request_id: str = ""  # the learner's idempotency key: a retried Train does not make a second version
 
 
 @dataclass

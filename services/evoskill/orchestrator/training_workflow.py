@@ -136,7 +136,7 @@ class TrainingWorkflow:
             train = await workflow.execute_activity_method(
                 TrainingActivities.train_policy,
                 TrainTask(p.train_steps, p.batch_size, p.seed * 1000 + epoch + 1, [r.episode_id for r in played],
-                          p.train_wait_s),
+                          p.train_wait_s, f"{workflow.info().workflow_id}-e{epoch}-train"),
                 start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY)
             if train.policy_version:
                 self.state.policy_version = train.policy_version

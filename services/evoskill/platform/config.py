@@ -117,7 +117,9 @@ class RewardSettings(BaseModel):
     task_completed: float = Field(1.0, description="The task was completed")
     error_or_loop: float = Field(-0.1, description="An error or a useless repeated action")
     final_answer_correct: float = Field(2.0, description="The final answer (won) was correct")
-    score_gain: float = Field(1.0, description="Weight of the environment's own score gain")
+    score_gain: float = Field(
+        5.0, description="Weight of the environment's own score gain (a whole game's progress is worth 5)"
+    )
     external_failure_scale: float = Field(0.25, description="Penalty scale for failures not caused by the agent")
     completion_weight: float = Field(1.0, description="Weight of the completion dimension")
     efficiency_weight: float = Field(0.1, description="Weight of the efficiency dimension")
@@ -147,6 +149,24 @@ class LearnerSettings(BaseModel):
     max_policy_age: int = Field(
         10, description="Online episodes this many policy versions old leave replay (wins go offline); 0 = never"
     )
+    train_folds: list[str] = Field(
+        default_factory=lambda: ["train"],
+        description="Folds whose episodes are training data; episodes of other folds (evaluations on dev/test) "
+        "are acknowledged and not stored",
+    )
+
+
+class MemorySettings(BaseModel):
+    """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall, then re-rank and MMR)."""
+
+    featurizer: Literal["hash", "minilm"] = Field(
+        "minilm",
+        description="Embedding of goal + state: all-MiniLM-L6-v2 on onnxruntime (about 10 ms a text on one core; "
+        "the first start exports the ONNX file, 4-9 s) or hashed n-grams (no model)",
+    )
+    hash_dim: int = Field(384, description="Dimension of the hashed embedding (featurizer=hash)")
+    recall: int = Field(50, description="First-stage candidates recalled by vector search when a request sets none")
+    limit: int = Field(5, description="Experiences returned when a request sets no limit")
 
 
 class Settings(BaseSettings):
@@ -172,6 +192,7 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
     reward: RewardSettings = Field(default_factory=RewardSettings)  # type: ignore[arg-type]
     learner: LearnerSettings = Field(default_factory=LearnerSettings)  # type: ignore[arg-type]
+    memory: MemorySettings = Field(default_factory=MemorySettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

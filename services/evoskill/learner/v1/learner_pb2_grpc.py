@@ -56,8 +56,9 @@ class LearnerServiceServicer:
 
     def Train(self, request, context):
         """Update θ from replay, export it as the next policy version, publish `evoskill.policy.published`.
-        INVALID_ARGUMENT for bad fields; FAILED_PRECONDITION when replay is empty or `episode_ids` did not
-        all arrive within `wait_seconds`.
+        INVALID_ARGUMENT for bad fields or an `episode_ids` entry from a fold the learner does not train on
+        (learner.train_folds); FAILED_PRECONDITION when replay is empty or `episode_ids` did not all arrive
+        within `wait_seconds`. A repeated `request_id` is answered with the reply of the version it made.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

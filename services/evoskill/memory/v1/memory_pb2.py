@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/memory/v1/memory.proto\x12\x12\x65voskill.memory.v1\"\xb5\x02\n\nExperience\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04goal\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\t\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0f\n\x07success\x18\x08 \x01(\x08\x12\x10\n\x08\x65nv_spec\x18\t \x01(\t\x12\x12\n\nepisode_id\x18\n \x01(\t\x12\x12\n\nstep_index\x18\x0b \x01(\x05\x12>\n\x08metadata\x18\x0c \x03(\x0b\x32,.evoskill.memory.v1.Experience.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0cStoreRequest\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"\x1c\n\nStoreReply\x12\x0e\n\x06stored\x18\x01 \x01(\x05\"\x89\x01\n\x0fRetrieveRequest\x12\x0c\n\x04goal\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06recall\x18\x04 \x01(\x05\x12\x15\n\rreward_weight\x18\x05 \x01(\x01\x12\x11\n\tdiversity\x18\x06 \x01(\x01\x12\x10\n\x08\x65nv_spec\x18\x07 \x01(\t\"U\n\x10ScoredExperience\x12\x32\n\nexperience\x18\x01 \x01(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\r\n\x05score\x18\x02 \x01(\x01\"F\n\rRetrieveReply\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.evoskill.memory.v1.ScoredExperience2\xae\x01\n\rMemoryService\x12I\n\x05Store\x12 .evoskill.memory.v1.StoreRequest\x1a\x1e.evoskill.memory.v1.StoreReply\x12R\n\x08Retrieve\x12#.evoskill.memory.v1.RetrieveRequest\x1a!.evoskill.memory.v1.RetrieveReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/memory/v1/memory.proto\x12\x12\x65voskill.memory.v1\"\xb5\x02\n\nExperience\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04goal\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\t\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0f\n\x07success\x18\x08 \x01(\x08\x12\x10\n\x08\x65nv_spec\x18\t \x01(\t\x12\x12\n\nepisode_id\x18\n \x01(\t\x12\x12\n\nstep_index\x18\x0b \x01(\x05\x12>\n\x08metadata\x18\x0c \x03(\x0b\x32,.evoskill.memory.v1.Experience.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0cStoreRequest\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"\x1c\n\nStoreReply\x12\x0e\n\x06stored\x18\x01 \x01(\x05\"\x89\x01\n\x0fRetrieveRequest\x12\x0c\n\x04goal\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06recall\x18\x04 \x01(\x05\x12\x15\n\rreward_weight\x18\x05 \x01(\x01\x12\x11\n\tdiversity\x18\x06 \x01(\x01\x12\x10\n\x08\x65nv_spec\x18\x07 \x01(\t\"i\n\x10ScoredExperience\x12\x32\n\nexperience\x18\x01 \x01(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x12\n\nsimilarity\x18\x03 \x01(\x01\"F\n\rRetrieveReply\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.evoskill.memory.v1.ScoredExperience2\xae\x01\n\rMemoryService\x12I\n\x05Store\x12 .evoskill.memory.v1.StoreRequest\x1a\x1e.evoskill.memory.v1.StoreReply\x12R\n\x08Retrieve\x12#.evoskill.memory.v1.RetrieveRequest\x1a!.evoskill.memory.v1.RetrieveReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,9 +44,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RETRIEVEREQUEST']._serialized_start=467
   _globals['_RETRIEVEREQUEST']._serialized_end=604
   _globals['_SCOREDEXPERIENCE']._serialized_start=606
-  _globals['_SCOREDEXPERIENCE']._serialized_end=691
-  _globals['_RETRIEVEREPLY']._serialized_start=693
-  _globals['_RETRIEVEREPLY']._serialized_end=763
-  _globals['_MEMORYSERVICE']._serialized_start=766
-  _globals['_MEMORYSERVICE']._serialized_end=940
+  _globals['_SCOREDEXPERIENCE']._serialized_end=711
+  _globals['_RETRIEVEREPLY']._serialized_start=713
+  _globals['_RETRIEVEREPLY']._serialized_end=783
+  _globals['_MEMORYSERVICE']._serialized_start=786
+  _globals['_MEMORYSERVICE']._serialized_end=960
 # @@protoc_insertion_point(module_scope)

@@ -72,12 +72,14 @@ class RetrieveRequest(_message.Message):
     def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ...) -> None: ...
 
 class ScoredExperience(_message.Message):
-    __slots__ = ("experience", "score")
+    __slots__ = ("experience", "score", "similarity")
     EXPERIENCE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     experience: Experience
     score: float
-    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ...) -> None: ...
+    similarity: float
+    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ...) -> None: ...
 
 class RetrieveReply(_message.Message):
     __slots__ = ("results",)
