@@ -8,6 +8,7 @@ import pytest
 
 from evoskill.core.reward import score_transition
 from evoskill.core.search import SearchConfig, search
+from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.sandbox_search import SandboxSearch
 from evoskill.platform.config import RewardSettings
 from evoskill.reward.v1 import reward_pb2
@@ -95,3 +96,14 @@ def test_search_wins_a_coin_game() -> None:
         assert obs.won
     finally:
         host.close()
+
+
+def test_retrieved_memories_tilt_the_root_priors(coin: EnvHost) -> None:
+    env = SandboxSearch(HostSandbox(coin), CoreReward(), "s", rollout_depth=0)
+    env.root()
+    assert env.evaluate([()]).logits is None  # uniform without θ or memories
+    good = memory_pb2.ScoredExperience(experience=memory_pb2.Experience(action="move west", success=True),
+                                       similarity=0.9)
+    env.memories, env.memory_weight = [good], 2.0
+    (logits,) = env.evaluate([()]).logits or []
+    assert env.actions(())[int(logits.argmax())] == "move west"

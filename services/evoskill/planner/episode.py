@@ -7,6 +7,7 @@ targets of every step (visit distribution, Q values, priors, root value) for the
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
@@ -14,10 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import numpy as np
 
 from evoskill.core.search import SearchConfig, SearchResult, search
+from evoskill.core.state_text import state_text
 from evoskill.events.v1 import events_pb2
+from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import SearchSettings
@@ -25,6 +29,7 @@ from evoskill.platform.telemetry import tracer
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
 
+log = logging.getLogger(__name__)
 AGENTS = ("mcts", "random", "policy", "policy+mcts")
 
 
@@ -121,6 +126,7 @@ class EpisodePlayer:
     reward: Any
     settings: SearchSettings
     policy: PolicyFn | None = None
+    memory: Any = None  # MemoryServiceStub; used when settings.memory_weight > 0
     completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
     visited: set[str] = field(default_factory=set)  # state keys of the real states so far
@@ -191,7 +197,6 @@ class EpisodePlayer:
 
     def _act(self, session_id: str, obs: Any, actions: list[str], target: events_pb2.SearchTarget) -> str:
         """θ's most likely action, scored on the environment's own templates (recorded for the learner)."""
-        from evoskill.core.learn.data import state_text  # θ is loaded, so torch is too
 
         assert self.policy is not None
         (here,) = self.sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id,
@@ -201,6 +206,20 @@ class EpisodePlayer:
         logits, _ = self.policy([(*state_text(obs), actions, templates)])
         return actions[int(np.argmax(logits[0]))]
 
+    def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
+        """Experiences of similar states, when memory guides the search; memory is advice, so a failed
+        retrieval costs the step its hints, not the episode."""
+        if self.memory is None or self.settings.memory_weight <= 0:
+            return []
+        goal, state = state_text(observation)
+        try:
+            reply = self.memory.Retrieve(memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec,
+                                                                    limit=self.settings.memory_limit))
+        except grpc.RpcError as exc:
+            log.warning("memory retrieval failed, searching without hints: %s", exc.details())
+            return []
+        return list(reply.results)
+
     def _search(self, request: planner_pb2.PlayEpisodeRequest, session_id: str, index: int,
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
         config = resolve_config(request.config, self.settings, step_seed(request, index))
@@ -208,7 +227,10 @@ class EpisodePlayer:
                          frozenset(self.visited))
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
-            result = search(env.root(), env.step, config, env.evaluate, step_batch=env.step_batch)
+            root = env.root()
+            env.memories = self._recall(request.env_spec, env.nodes[()].observation)
+            env.memory_weight = self.settings.memory_weight
+            result = search(root, env.step, config, env.evaluate, step_batch=env.step_batch)
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited.add(env.nodes[()].state_key)
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)

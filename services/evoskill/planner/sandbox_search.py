@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from evoskill.core.search import Evaluation, Root, Transition
+from evoskill.core.state_text import state_text
+from evoskill.planner.memory_hints import memory_bonus, with_memory_bonus
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
 
@@ -43,6 +45,8 @@ class SandboxSearch:
     revisit_penalty: float = 0.0
     visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
     policy: PolicyFn | None = None
+    memories: Sequence[Any] = ()  # ScoredExperience retrieved for the root state
+    memory_weight: float = 0.0
     seed: int = 0
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
@@ -136,12 +140,17 @@ class SandboxSearch:
         values = np.zeros(len(states))
         logits: list[np.ndarray] | None = None
         if self.policy is not None:
-            from evoskill.core.learn.data import state_text  # θ is loaded, so torch is too: no cost here
 
             # Each state as the learner saw it in training (`state_text`: feedback, room, inventory).
             inputs = [(*state_text(self.nodes[s].observation), self.useful[s], self.templates(s)) for s in states]
             logits, policy_values = self.policy(inputs)
             values = (1.0 - self.value_mix) * np.asarray(policy_values, dtype=np.float64)
+        if self.memories and self.memory_weight and () in states:
+            # Retrieved experiences tilt the root's priors towards what worked in similar states.
+            at = list(states).index(())
+            logits = logits or [np.zeros(len(self.useful[s])) for s in states]
+            bonus = memory_bonus(self.useful[()], self.templates(()), self.memories, weight=self.memory_weight)
+            logits[at] = with_memory_bonus(logits[at], bonus)
         if self.value_mix > 0 and self.rollout_depth > 0:
             probes = []
             for s in states:

@@ -15,6 +15,7 @@ import grpc
 
 from evoskill.core.search import search
 from evoskill.events.v1 import events_pb2
+from evoskill.memory.v1 import memory_pb2_grpc
 from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_reply
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
 from evoskill.planner.sandbox_search import PolicyFn
@@ -40,10 +41,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                                                         settings.grpc))
         self.reward = reward_pb2_grpc.RewardServiceStub(sync_channel(settings.endpoint("reward").target,
                                                                      settings.grpc))
+        self.memory = memory_pb2_grpc.MemoryServiceStub(sync_channel(settings.endpoint("memory").target,
+                                                                     settings.grpc))
         self.policies = PolicyStore(settings)
 
     def player(self, policy: PolicyFn | None = None) -> EpisodePlayer:
-        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, policy)
+        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, policy, memory=self.memory)
 
     async def serving_policy(self, config: planner_pb2.SearchConfig) -> OnnxPolicyFn | None:
         """θ at `config.policy_version` (empty = the newest published) for the policy agents, else None."""

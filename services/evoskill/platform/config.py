@@ -105,6 +105,10 @@ class SearchSettings(BaseModel):
     revisit_penalty: float = Field(
         0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
     )
+    memory_weight: float = Field(
+        0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"
+    )
+    memory_limit: int = Field(8, description="Experiences retrieved per real step when memory_weight > 0")
     batch_size: int = Field(8, description="Leaves evaluated together under virtual loss")
     max_episode_steps: int = Field(50, description="Real steps before an episode is cut off")
 

@@ -18,20 +18,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.learn.features import Featurizer
+from evoskill.core.state_text import state_text
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
 TemplateFn = Callable[[str], str]
-
-
-def state_text(observation: Observation) -> tuple[str, str]:
-    """(goal, observation text) of a state: the feedback, then the room and the inventory where the
-    adapter gives them (the feedback alone rarely says where the agent is)."""
-    parts = [observation.text]
-    parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
-    return observation.goal, "\n".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)

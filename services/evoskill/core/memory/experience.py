@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.state_text import state_text
 from evoskill.memory.v1 import memory_pb2
 
 # Fixed namespace: point ids must be the same in every process and across restarts.
@@ -73,7 +74,6 @@ def experience_from_transition(
 ) -> memory_pb2.Experience:
     """A real step as an experience: the state before the action, the action, the feedback after it.
     `success` is the episode's outcome when known, else the step's own `won`."""
-    from evoskill.core.learn.data import state_text  # the learner's view of a state; loads torch, so lazily
 
     if not transition.action.text:
         raise ValueError("transition.action.text is empty: not a step")

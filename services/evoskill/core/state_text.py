@@ -1,0 +1,13 @@
+"""A state as text, the one view the learner, the planner's θ and the memory all share (torch-free)."""
+
+from __future__ import annotations
+
+from evoskill.common.v1.common_pb2 import Observation
+
+
+def state_text(observation: Observation) -> tuple[str, str]:
+    """(goal, observation text) of a state: the feedback, then the room and the inventory where the
+    adapter gives them (the feedback alone rarely says where the agent is)."""
+    parts = [observation.text]
+    parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
+    return observation.goal, "\n".join(p for p in parts if p)
