@@ -215,6 +215,7 @@ def solve(
     simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 64,
     agent: Annotated[str, typer.Option(help="mcts | random | policy | policy+mcts")] = "mcts",
     max_steps: int = 50,
+    policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
 ) -> None:
     """Play one episode through the services with a live progress display."""
     from rich.live import Live
@@ -233,7 +234,8 @@ def solve(
                         table.add_row(str(update.step_index), update.action, str(visits),
                                       f"{update.total_reward:.2f}", f"{update.observation.score:.2f}")
 
-                outcome = await play(settings, episode_request(env, seed, fold, agent, simulations, max_steps), show)
+                request = episode_request(env, seed, fold, agent, simulations, max_steps, policy_version=policy)
+                outcome = await play(settings, request, show)
             console.print(f"[bold]{'won' if outcome.won else 'not won'}[/bold] · score {outcome.score:.2f} · "
                           f"{outcome.steps} steps · {outcome.env_steps} environment steps")
 
@@ -249,6 +251,8 @@ def eval_cmd(
     simulations: int = 64,
     max_steps: int = 50,
     seed_offset: int = 0,
+    policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
+    parallel: Annotated[int, typer.Option(help="episodes played at once")] = 1,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
@@ -256,20 +260,28 @@ def eval_cmd(
 
     from rich.progress import Progress
 
-    from evoskill.orchestrator.evaluate import EvalReport, episode_request, play, services
+    from evoskill.orchestrator.evaluate import EpisodeOutcome, EvalReport, episode_request, play, services
 
     settings = Settings()
 
     async def main() -> None:
         async with services(settings, console.print):
             report = EvalReport(env, agent, fold, simulations, [],
-                                {"search": settings.search.model_dump(), "max_steps": max_steps})
+                                {"search": settings.search.model_dump(), "max_steps": max_steps, "policy": policy})
+            slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
-                for seed in range(seed_offset, seed_offset + episodes):
-                    request = episode_request(env, seed, fold, agent, simulations, max_steps)
-                    report.episodes.append(await play(settings, request))
-                    progress.advance(task)
+
+                async def one(seed: int) -> EpisodeOutcome:
+                    async with slots:
+                        request = episode_request(env, seed, fold, agent, simulations, max_steps,
+                                                  policy_version=policy)
+                        outcome = await play(settings, request)
+                        progress.advance(task)
+                        return outcome
+
+                seeds = range(seed_offset, seed_offset + episodes)
+                report.episodes = list(await asyncio.gather(*(one(seed) for seed in seeds)))
         table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
                       f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}")
