@@ -258,6 +258,7 @@ def eval_cmd(
     """Play many episodes and print success rate, mean score and environment steps."""
     import json
 
+    import grpc
     from rich.progress import Progress
 
     from evoskill.orchestrator.evaluate import EpisodeOutcome, EvalReport, episode_request, play, services
@@ -276,7 +277,12 @@ def eval_cmd(
                     async with slots:
                         request = episode_request(env, seed, fold, agent, simulations, max_steps,
                                                   policy_version=policy)
-                        outcome = await play(settings, request)
+                        try:
+                            outcome = await play(settings, request)
+                        except grpc.aio.AioRpcError as exc:  # one failed episode does not void the others
+                            outcome = EpisodeOutcome(seed, False, 0.0, 0, 0, 0.0,
+                                                     error=f"{exc.code().name}: {exc.details()}")
+                            console.print(f"seed {seed}: {outcome.error}")
                         progress.advance(task)
                         return outcome
 
@@ -286,6 +292,8 @@ def eval_cmd(
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
                       f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}")
         console.print(table)
+        if errors := sum(bool(e.error) for e in report.episodes):
+            console.print(f"{errors} episode(s) failed in the services and count as lost with score 0")
         if json_path is not None:
             json_path.write_text(json.dumps(report.to_json(), indent=2))
             console.print(f"wrote {json_path}")
@@ -308,9 +316,11 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
 
 
 def _mount_optional() -> None:
+    from evoskill.explore_cli import explore
     from evoskill.train_cli import train
 
     app.command("train")(train)
+    app.command("explore")(explore)
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app
 

@@ -68,11 +68,11 @@ async def test_one_mcts_episode_across_services_and_bus(services: Settings, span
     assert len(episode.steps) == len([u for u in updates if u.action])
     for step in episode.steps:
         target = step.target
-        # Search's candidates: the valid actions that change something (no-ops dropped), in order.
-        valid = list(step.transition.before.valid_actions)
-        assert target.actions and set(target.actions) <= set(valid)
-        assert list(target.actions) == [a for a in valid if a in target.actions]
-        assert len(target.templates) == len(target.actions)
+        # Every valid action, in order; those search dropped as no-ops (inventory, look) have no visits.
+        assert list(target.actions) == list(step.transition.before.valid_actions)
+        assert len(target.templates) == len(target.q_values) == len(target.actions)
+        visits = dict(zip(target.actions, target.visit_probs, strict=True))
+        assert visits["inventory"] == 0.0
         assert abs(sum(target.visit_probs) - 1.0) < 1e-5
         assert step.transition.action.text in target.actions
     assert episode.env_steps > len(episode.steps)  # search stepped the environment too

@@ -10,132 +10,23 @@ import asyncio
 import io
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
-from temporalio.client import Client, WorkflowHandle
 
-from evoskill.events.v1 import events_pb2
-from evoskill.learner.servicer import LearnerServicer
 from evoskill.orchestrator.jobs import check_stack
 from evoskill.orchestrator.training_client import run_training, start_training
-from evoskill.orchestrator.training_logic import (
-    TrainingInput,
-    TrainingParams,
-    TrainingProgress,
-    TrainingResult,
-    episode_id,
-)
+from evoskill.orchestrator.training_logic import TrainingInput, episode_id
 from evoskill.orchestrator.training_workflow import TrainingWorkflow
-from evoskill.platform.bus import Bus, Subjects
-from evoskill.platform.config import Settings
-from evoskill.platform.service import RunningService, start_service
-from tests.conftest import make_settings
-from tests.integration.test_bus import isolated
+from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 
 pytestmark = pytest.mark.integration
-
-Handle = WorkflowHandle[TrainingWorkflow, TrainingResult]
-
-
-def tiny(**overrides: object) -> TrainingParams:
-    fields: dict[str, object] = {"envs": ["twx:coin"], "epochs": 1, "episodes_per_epoch": 2, "eval_episodes": 1,
-                                 "simulations": 4, "max_steps": 4, "train_steps": 2, "batch_size": 8,
-                                 "parallelism": 2, "heartbeat_timeout_s": 20.0, "train_wait_s": 30.0}
-    fields.update(overrides)
-    return TrainingParams(**fields)  # type: ignore[arg-type]
-
-
-class Stack:
-    """sandbox, reward, planner, learner and the orchestrator's worker, plus a watcher of episode.completed."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.services: list[RunningService] = []
-        self.learner: LearnerServicer | None = None
-        self.worker: RunningService | None = None
-        self.completed: list[str] = []
-        self.watcher = Bus(settings, "watcher")
-
-        @self.watcher.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
-        async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-            self.completed.append(event.episode_id)
-
-    async def start(self) -> None:
-        await self.watcher.start()
-        for name in ("sandbox", "reward", "planner", "learner"):
-            self.services.append(await start_service(name, self.settings))
-        learner = self.services[-1].parts.registrations[0][1]
-        assert isinstance(learner, LearnerServicer)
-        self.learner = learner
-        await self.start_worker()
-
-    async def start_worker(self) -> None:
-        self.worker = await start_service("orchestrator", self.settings)
-
-    async def stop_worker(self) -> None:
-        assert self.worker is not None
-        await self.worker.stop()
-        self.worker = None
-
-    async def stop(self) -> None:
-        if self.worker is not None:
-            await self.stop_worker()
-        for service in reversed(self.services):
-            await service.stop()
-        await self.watcher.stop()
-
-
-@pytest.fixture(scope="module")
-async def running(tmp_path_factory: pytest.TempPathFactory, nats_url: str,
-                  temporal_address: str) -> AsyncIterator[Stack]:
-    """One set of services for the module (starting the learner's torch is the slow part)."""
-    base = make_settings(tmp_path_factory.mktemp("training"))
-    settings = isolated(base.model_copy(update={
-        "nats": base.nats.model_copy(update={"url": nats_url}),
-        # Own task queue: a workflow left over by another module never lands on this worker.
-        "temporal": base.temporal.model_copy(update={"address": temporal_address,
-                                                     "task_queue": f"train-{uuid.uuid4().hex[:8]}"}),
-    }))
-    stack = Stack(settings)
-    await stack.start()
-    yield stack
-    await stack.stop()
-
-
-@pytest.fixture
-async def stack(running: Stack) -> Stack:
-    if running.worker is None:  # a failed restart test must not take the worker from the next test
-        await running.start_worker()
-    return running
-
-
-async def client_of(settings: Settings) -> Client:
-    return await Client.connect(settings.temporal_address, namespace=settings.temporal.namespace)
-
-
-async def wait_for(handle: Handle, condition: Callable[[TrainingProgress], bool], within_s: float = 60.0,
-                   what: str = "progress") -> TrainingProgress:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while True:
-        progress = await handle.query(TrainingWorkflow.progress)
-        if condition(progress):
-            return progress
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"{what} not reached; last progress: {progress}")
-        await asyncio.sleep(0.1)
 
 
 def tensorboard_files(folder: Path) -> list[Path]:
     return list(folder.glob("events.out.tfevents.*"))
-
-
-def expected_ids(workflow_id: str, params: TrainingParams) -> set[str]:
-    return {episode_id(workflow_id, epoch, "t", i) for epoch in range(params.epochs)
-            for i in range(params.episodes_per_epoch)}
 
 
 async def test_two_epochs_train_evaluate_record_and_continue_as_new(stack: Stack) -> None:

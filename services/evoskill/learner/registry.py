@@ -2,10 +2,13 @@
 
 `<folder>/policy-v000003.onnx` is the file `core.learn.export` writes; `<folder>/index.json` lists the
 published versions with their creation time, training metrics and the Train request id that made each
-(what makes a retried Train answer with the version it already made). A version is published when it is
-in the index (the file is written first, then the index, both atomically), so a crash between the two
-leaves an unlisted file that the next export overwrites. Readers (the learner's GetPolicy, a planner
-sharing the state folder) never see a half-written file. Imports no torch: the planner reads it too.
+(what makes a retried Train answer with the version it already made), and which version serves: the one
+promoted by `set_serving` (shadow, canary, promotion and rollback decide it; see docs/exploration.md),
+which planners serve for an empty policy_version; until one is promoted they serve the latest. A version
+is published when it is in the index (the file is written first, then the index, both atomically), so a
+crash between the two leaves an unlisted file that the next export overwrites. Readers (the learner's
+GetPolicy, a planner sharing the state folder) never see a half-written file. Imports no torch: the
+planner reads it too.
 """
 
 from __future__ import annotations
@@ -54,6 +57,15 @@ class PolicyEntry:
         return parse_version(self.version)
 
 
+@dataclass(frozen=True)
+class ServingRecord:
+    """The promoted version, why, and when it was set."""
+
+    version: str
+    reason: str
+    changed_unix_ms: int
+
+
 class PolicyRegistry:
     """Published versions in `directory`, oldest first; `add` keeps the index on disk up to date."""
 
@@ -61,20 +73,26 @@ class PolicyRegistry:
         self.directory = Path(directory)
         self._lock = threading.Lock()
 
-    def _read(self) -> list[PolicyEntry]:
+    def _read_index(self) -> tuple[list[PolicyEntry], ServingRecord | None]:
         path = self.directory / INDEX
         if not path.exists():
-            return []
-        rows = json.loads(path.read_text())["policies"]
-        return [PolicyEntry(r["version"], r["file"], int(r["created_unix_ms"]), dict(r["metrics"]),
-                            r.get("request_id", "")) for r in rows]
+            return [], None
+        index = json.loads(path.read_text())
+        entries = [PolicyEntry(r["version"], r["file"], int(r["created_unix_ms"]), dict(r["metrics"]),
+                               r.get("request_id", "")) for r in index["policies"]]
+        s = index.get("serving")  # absent in indexes written before promotion existed
+        return entries, ServingRecord(s["version"], s["reason"], int(s["changed_unix_ms"])) if s else None
 
-    def _write(self, entries: list[PolicyEntry]) -> None:
+    def _read(self) -> list[PolicyEntry]:
+        return self._read_index()[0]
+
+    def _write(self, entries: list[PolicyEntry], serving: ServingRecord | None) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".json.tmp")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"policies": [asdict(e) for e in entries]}, f, indent=1)
+                json.dump({"policies": [asdict(e) for e in entries],
+                           "serving": asdict(serving) if serving else None}, f, indent=1)
             os.replace(tmp, self.directory / INDEX)
         finally:
             if os.path.exists(tmp):
@@ -112,8 +130,32 @@ class PolicyRegistry:
         """Publish the exported `file` as version `number` (which must exceed every listed one)."""
         entry = PolicyEntry(version_name(number), file.name, int(time.time() * 1000), dict(metrics), request_id)
         with self._lock:
-            entries = self._read()
+            entries, serving = self._read_index()
             if entries and number <= max(e.number for e in entries):
                 raise ValueError(f"version {number} is not newer than the published ones")
-            self._write([*entries, entry])
+            self._write([*entries, entry], serving)
         return entry
+
+    def serving(self) -> ServingRecord | None:
+        """The promoted version, or None when none ever was (planners then serve the latest)."""
+        with self._lock:
+            return self._read_index()[1]
+
+    def serving_entry(self) -> PolicyEntry:
+        """The entry planners serve for an empty policy_version: the promoted one, else the latest."""
+        record = self.serving()
+        return self.get(record.version if record else "")
+
+    def set_serving(self, version: str, reason: str) -> tuple[ServingRecord | None, ServingRecord]:
+        """Promote (or roll back to) a published `version`, durably; returns (previous, now).
+        KeyError for a version never published, ValueError for a malformed one or an empty reason."""
+        if not reason.strip():
+            raise ValueError("reason is empty: say why this version serves (e.g. 'canary passed: ...')")
+        number = parse_version(version)
+        with self._lock:
+            entries, previous = self._read_index()
+            if not any(e.number == number for e in entries):
+                raise KeyError(f"policy version {version!r} is not published in {self.directory}")
+            now = ServingRecord(version_name(number), reason.strip(), int(time.time() * 1000))
+            self._write(entries, now)
+        return previous, now

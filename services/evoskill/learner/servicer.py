@@ -1,7 +1,8 @@
-"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies.
+"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies, SetServing.
 
 Train is idempotent by `request_id`: the id is recorded with the version it published, and a repeat (an
 activity retried after its worker died while the learner trained) gets that version back, untrained.
+SetServing moves the registry's serving pointer (promotion or rollback) and announces `policy.serving`.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def train_reply(result: TrainResult) -> learner_pb2.TrainReply:
         onnx_path=str(result.path.resolve()))
 
 
-def policy_info(entry: PolicyEntry, path: str, onnx: bytes = b"") -> learner_pb2.PolicyInfo:
+def policy_info(entry: PolicyEntry, path: str, onnx: bytes = b"", serving: bool = False) -> learner_pb2.PolicyInfo:
     return learner_pb2.PolicyInfo(version=entry.version, onnx_path=path, onnx_model=onnx,
-                                  created_unix_ms=entry.created_unix_ms, metrics=entry.metrics)
+                                  created_unix_ms=entry.created_unix_ms, metrics=entry.metrics, serving=serving)
 
 
 class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
@@ -98,16 +99,38 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     async def GetPolicy(self, request: learner_pb2.GetPolicyRequest,
                         context: grpc.aio.ServicerContext) -> learner_pb2.PolicyInfo:
         registry = self.trainer.registry
-        entry = registry.get(request.version)  # KeyError -> NOT_FOUND, bad form -> INVALID_ARGUMENT
+        if request.serving and request.version:
+            raise ValueError("give either version or serving, not both")
+        serving = await asyncio.to_thread(registry.serving_entry)
+        # KeyError -> NOT_FOUND, bad form -> INVALID_ARGUMENT
+        entry = serving if request.serving else registry.get(request.version)
         path = registry.path(entry)
-        return policy_info(entry, str(path.resolve()), await asyncio.to_thread(path.read_bytes))
+        return policy_info(entry, str(path.resolve()), await asyncio.to_thread(path.read_bytes),
+                           serving=entry.number == serving.number)
 
     @rpc_method
     async def ListPolicies(self, request: learner_pb2.ListPoliciesRequest,
                            context: grpc.aio.ServicerContext) -> learner_pb2.ListPoliciesReply:
         registry = self.trainer.registry
+        entries, record = await asyncio.to_thread(lambda: (registry.list(), registry.serving()))
+        serves = record.version if record else (entries[-1].version if entries else "")
         return learner_pb2.ListPoliciesReply(
-            policies=[policy_info(e, str(registry.path(e).resolve())) for e in registry.list()])
+            policies=[policy_info(e, str(registry.path(e).resolve()), serving=e.version == serves) for e in entries],
+            serving_version=record.version if record else "", serving_reason=record.reason if record else "",
+            serving_changed_unix_ms=record.changed_unix_ms if record else 0)
+
+    @rpc_method
+    async def SetServing(self, request: learner_pb2.SetServingRequest,
+                         context: grpc.aio.ServicerContext) -> learner_pb2.SetServingReply:
+        # KeyError -> NOT_FOUND; malformed version or empty reason -> INVALID_ARGUMENT
+        previous, now = await asyncio.to_thread(self.trainer.registry.set_serving, request.version, request.reason)
+        before = previous.version if previous else ""
+        if self.bus is not None:
+            await self.bus.publish(Subjects.POLICY_SERVING, events_pb2.PolicyServing(
+                version=now.version, previous_version=before, reason=now.reason,
+                changed_unix_ms=now.changed_unix_ms))
+        return learner_pb2.SetServingReply(previous_version=before, serving_version=now.version,
+                                           changed_unix_ms=now.changed_unix_ms)
 
     async def close(self) -> None:
         async with self.training:  # let a running Train finish its checkpoint before replay closes

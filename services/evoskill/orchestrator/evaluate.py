@@ -22,6 +22,7 @@ class EpisodeOutcome:
     steps: int
     total_reward: float
     actions: list[str] = field(default_factory=list)
+    error: str = ""  # the status of an episode the services could not finish (counted as lost, score 0)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class EvalReport:
             "env": self.env, "agent": self.agent, "fold": self.fold, "simulations": self.simulations,
             "success_rate": self.success_rate, "mean_score": self.mean_score, "mean_env_steps": self.mean_env_steps,
             "mean_steps": statistics.fmean(e.steps for e in self.episodes) if self.episodes else 0.0,
+            "errors": sum(bool(e.error) for e in self.episodes),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings,
         }
 

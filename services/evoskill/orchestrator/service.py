@@ -10,6 +10,8 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
 from evoskill.orchestrator.episode_workflow import EpisodeWorkflow, episode_activities
+from evoskill.orchestrator.exploration_activities import ExplorationActivities
+from evoskill.orchestrator.exploration_workflow import ExplorationWorkflow
 from evoskill.orchestrator.health_workflow import StackHealthWorkflow, check_service_health
 from evoskill.orchestrator.training_activities import TrainingActivities
 from evoskill.orchestrator.training_workflow import TrainingWorkflow
@@ -19,7 +21,7 @@ from evoskill.platform.service import ServiceParts
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [StackHealthWorkflow, TrainingWorkflow]
+WORKFLOWS = [StackHealthWorkflow, TrainingWorkflow, ExplorationWorkflow]
 ACTIVITIES = [check_service_health]
 
 
@@ -40,7 +42,8 @@ async def connect(settings: Settings, attempts: int = 30) -> Client:
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
     client = await connect(settings)
     worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=[*WORKFLOWS, EpisodeWorkflow],
-                    activities=[*ACTIVITIES, *episode_activities(settings), *TrainingActivities(settings).all()])
+                    activities=[*ACTIVITIES, *episode_activities(settings), *TrainingActivities(settings).all(),
+                                *ExplorationActivities(settings).all()])
 
     async def run_worker() -> None:
         await worker.run()

@@ -99,12 +99,23 @@ def q_values(result: SearchResult) -> np.ndarray:
     return np.nan_to_num(np.asarray(result.q_values, dtype=np.float64), nan=float(result.root_value))
 
 
-def search_target(result: SearchResult, actions: list[str]) -> events_pb2.SearchTarget:
+def search_target(result: SearchResult, env: SandboxSearch) -> events_pb2.SearchTarget:
+    """The root's statistics over EVERY valid action: the ones search dropped as no-ops get no visits and
+    Q = -noop_penalty, so that θ learns they are useless rather than never seeing them."""
+    root = env.nodes[()]
+    candidates = {a: i for i, a in enumerate(env.actions(()))}
     visits = np.asarray(result.visit_counts, dtype=np.float64)
-    probs = visits / visits.sum() if visits.sum() > 0 else np.full(len(actions), 1.0 / max(len(actions), 1))
-    return events_pb2.SearchTarget(actions=actions, visit_probs=probs.tolist(),
-                                   q_values=q_values(result).tolist(),
-                                   priors=np.asarray(result.priors).tolist(), root_value=float(result.root_value))
+    probs = visits / visits.sum() if visits.sum() > 0 else np.full(len(candidates), 1.0 / max(len(candidates), 1))
+    q, priors = q_values(result), np.asarray(result.priors)
+    target = events_pb2.SearchTarget(root_value=float(result.root_value))
+    for action, template in zip(root.observation.valid_actions, root.templates, strict=True):
+        i = candidates.get(action)
+        target.actions.append(action)
+        target.templates.append(template)
+        target.visit_probs.append(float(probs[i]) if i is not None else 0.0)
+        target.q_values.append(float(q[i]) if i is not None else -env.noop_penalty)
+        target.priors.append(float(priors[i]) if i is not None else 0.0)
+    return target
 
 
 def search_reply(result: SearchResult, actions: list[str], chosen: str) -> planner_pb2.SearchReply:
@@ -239,6 +250,4 @@ class EpisodePlayer:
             episode_id=self.completed.episode_id, step_index=index, simulations=result.stats.simulations,
             nodes=result.stats.nodes, max_depth=result.stats.max_depth, early_stopped=result.stats.early_stopped,
             seconds=time.perf_counter() - started))
-        target = search_target(result, actions)
-        target.templates.extend(env.templates(()))
-        return chosen, search_reply(result, actions, chosen), target, env.env_steps
+        return chosen, search_reply(result, actions, chosen), search_target(result, env), env.env_steps

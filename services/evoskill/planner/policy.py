@@ -5,15 +5,18 @@
   softmax) and V_θ. The inputs go through `make_inputs` with the exported vocabulary and featuriser,
   exactly as the learner built them; a state given without templates gets the heuristic ones, as the
   learner's data path does.
-- `PolicyStore` resolves a version ("" = the newest known) to a loaded policy: from the learner
+- `PolicyStore` resolves a version ("" = the serving one: the version promoted through the learner's
+  SetServing, or the newest known while none was ever promoted) to a loaded policy: from the learner
   (GetPolicy; the bytes are kept under `<state_dir>/planner/policies/`), or, when the learner cannot be
   reached, from the learner's registry folder where the planner shares its state folder. Loaded
-  versions are cached (the newest few); `published()` moves "latest" forward on
-  `policy.published` without a restart; episodes already running keep the version they started with.
+  versions are cached (the newest few and the serving one); `published()` moves "latest" forward on
+  `policy.published` and `serving_changed()` re-reads the serving pointer on `policy.serving`, both
+  without a restart; episodes already running keep the version they started with.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import tempfile
@@ -26,8 +29,10 @@ import grpc
 import numpy as np
 
 from evoskill.envs.base import heuristic_template
+from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyRegistry, feature_cache_dir, parse_version, version_name
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import sync_channel
 
@@ -78,11 +83,17 @@ class PolicyStore:
         self._stub: Any = None
         self._loaded: dict[int, OnnxPolicyFn] = {}
         self._latest = 0  # the newest version number known to be published
+        self._serving: int | None = None  # the promoted version number; 0 = none promoted; None = not asked yet
         self._lock = threading.Lock()  # loads happen in episode threads and in the bus consumer
 
     @property
     def latest(self) -> str:
         return version_name(self._latest) if self._latest else ""
+
+    @property
+    def serving(self) -> str:
+        """The promoted version as last read ("" = none promoted, or not read yet)."""
+        return version_name(self._serving) if self._serving else ""
 
     def _learner(self) -> Any:
         if self._stub is None:
@@ -120,14 +131,49 @@ class PolicyStore:
         with self._lock:
             self._loaded[policy.version] = fn
             self._latest = max(self._latest, policy.version)
-            while len(self._loaded) > self.keep:  # drop the oldest versions, never the newest
-                del self._loaded[min(self._loaded)]
+            while len(self._loaded) > self.keep:  # drop the oldest versions, never the serving one
+                del self._loaded[min(n for n in self._loaded if n != self._serving)]
         return fn
 
+    def _read_serving(self) -> int:
+        """The promoted version number (0 = none) from the learner, else from its registry folder."""
+        try:
+            reply = self._learner().ListPolicies(learner_pb2.ListPoliciesRequest())
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                return 0  # a learner from before promotion existed: serve the latest
+            if exc.code() not in _UNREACHABLE:
+                raise RuntimeError(f"learner ListPolicies failed: {exc.details()}") from exc
+            record = self.registry.serving()
+            return parse_version(record.version) if record else 0
+        return parse_version(reply.serving_version) if reply.serving_version else 0
+
+    def serving_changed(self) -> bool:
+        """`policy.serving` was announced: re-read the pointer (the learner's registry is the truth, so an
+        old announcement replayed from the stream's history changes nothing) and load what now serves.
+        True if the serving version moved."""
+        number = self._read_serving()
+        before, self._serving = self._serving, number
+        if number:
+            self.get(version_name(number))  # loaded now rather than by the next episode
+        return number != (before or 0)
+
+    def follow_serving(self, bus: Bus, durable: str) -> None:
+        """Consume `policy.serving` (a durable per planner replica: every replica must hear every change)."""
+
+        @bus.consumer(Subjects.POLICY_SERVING, events_pb2.PolicyServing, durable=durable)
+        async def on_serving(event: events_pb2.PolicyServing) -> None:
+            parse_version(event.version)  # malformed -> ValueError -> dead letter
+            if await asyncio.to_thread(self.serving_changed):
+                log.info("planner: now serving policy %s for an empty policy_version (%s)", self.serving,
+                         event.reason)
+
     def get(self, version: str = "") -> OnnxPolicyFn:
-        """The policy of `version` ("" = the newest published); KeyError if there is none such.
-        Blocking (may fetch and load): call from a thread."""
-        number = parse_version(version) if version else self._latest
+        """The policy of `version` ("" = the serving one, else the newest published); KeyError if there is
+        none such. Blocking (may fetch and load): call from a thread."""
+        if not version and self._serving is None:
+            self._serving = self._read_serving()
+        number = parse_version(version) if version else (self._serving or self._latest)
         with self._lock:
             fn = self._loaded.get(number) if number else None
         return fn or self._load(version_name(number) if number else "")

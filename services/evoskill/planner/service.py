@@ -136,6 +136,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     async def on_policy(event: events_pb2.PolicyPublished) -> None:
         if await asyncio.to_thread(servicer.policies.published, event.version):  # bad version -> dead letter
             log.info("planner: now serving policy %s as latest", servicer.policies.latest)
+    servicer.policies.follow_serving(bus, durable=policy_consumer(settings).replace("published", "serving"))
 
     return ServiceParts(registrations=[(planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer,
                                         SERVICE_NAME)])

@@ -46,6 +46,7 @@ class Subjects:
     EPISODE_COMPLETED = "episode.completed"
     SEARCH_STATS = "search.stats"
     POLICY_PUBLISHED = "policy.published"
+    POLICY_SERVING = "policy.serving"
     DLQ = "dlq"
 
 

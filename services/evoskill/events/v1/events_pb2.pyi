@@ -125,6 +125,18 @@ class PolicyPublished(_message.Message):
     metrics: _containers.ScalarMap[str, float]
     def __init__(self, version: _Optional[str] = ..., onnx_path: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
+class PolicyServing(_message.Message):
+    __slots__ = ("version", "previous_version", "reason", "changed_unix_ms")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    previous_version: str
+    reason: str
+    changed_unix_ms: int
+    def __init__(self, version: _Optional[str] = ..., previous_version: _Optional[str] = ..., reason: _Optional[str] = ..., changed_unix_ms: _Optional[int] = ...) -> None: ...
+
 class DeadLetter(_message.Message):
     __slots__ = ("subject", "payload", "headers", "error", "consumer", "deliveries")
     class HeadersEntry(_message.Message):

@@ -50,13 +50,15 @@ class TrainReply(_message.Message):
     def __init__(self, policy_version: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., samples: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_episodes: _Optional[int] = ..., steps: _Optional[int] = ..., onnx_path: _Optional[str] = ...) -> None: ...
 
 class GetPolicyRequest(_message.Message):
-    __slots__ = ("version",)
+    __slots__ = ("version", "serving")
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
     version: str
-    def __init__(self, version: _Optional[str] = ...) -> None: ...
+    serving: bool
+    def __init__(self, version: _Optional[str] = ..., serving: _Optional[bool] = ...) -> None: ...
 
 class PolicyInfo(_message.Message):
-    __slots__ = ("version", "onnx_path", "onnx_model", "created_unix_ms", "metrics")
+    __slots__ = ("version", "onnx_path", "onnx_model", "created_unix_ms", "metrics", "serving")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,19 +71,45 @@ class PolicyInfo(_message.Message):
     ONNX_MODEL_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
     version: str
     onnx_path: str
     onnx_model: bytes
     created_unix_ms: int
     metrics: _containers.ScalarMap[str, float]
-    def __init__(self, version: _Optional[str] = ..., onnx_path: _Optional[str] = ..., onnx_model: _Optional[bytes] = ..., created_unix_ms: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    serving: bool
+    def __init__(self, version: _Optional[str] = ..., onnx_path: _Optional[str] = ..., onnx_model: _Optional[bytes] = ..., created_unix_ms: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., serving: _Optional[bool] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ListPoliciesReply(_message.Message):
-    __slots__ = ("policies",)
+    __slots__ = ("policies", "serving_version", "serving_reason", "serving_changed_unix_ms")
     POLICIES_FIELD_NUMBER: _ClassVar[int]
+    SERVING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVING_REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVING_CHANGED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     policies: _containers.RepeatedCompositeFieldContainer[PolicyInfo]
-    def __init__(self, policies: _Optional[_Iterable[_Union[PolicyInfo, _Mapping]]] = ...) -> None: ...
+    serving_version: str
+    serving_reason: str
+    serving_changed_unix_ms: int
+    def __init__(self, policies: _Optional[_Iterable[_Union[PolicyInfo, _Mapping]]] = ..., serving_version: _Optional[str] = ..., serving_reason: _Optional[str] = ..., serving_changed_unix_ms: _Optional[int] = ...) -> None: ...
+
+class SetServingRequest(_message.Message):
+    __slots__ = ("version", "reason")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    reason: str
+    def __init__(self, version: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SetServingReply(_message.Message):
+    __slots__ = ("previous_version", "serving_version", "changed_unix_ms")
+    PREVIOUS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    previous_version: str
+    serving_version: str
+    changed_unix_ms: int
+    def __init__(self, previous_version: _Optional[str] = ..., serving_version: _Optional[str] = ..., changed_unix_ms: _Optional[int] = ...) -> None: ...

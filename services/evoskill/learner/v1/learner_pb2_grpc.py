@@ -49,6 +49,11 @@ class LearnerServiceStub:
                 request_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ListPoliciesRequest.SerializeToString,
                 response_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ListPoliciesReply.FromString,
                 _registered_method=True)
+        self.SetServing = channel.unary_unary(
+                '/evoskill.learner.v1.LearnerService/SetServing',
+                request_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingRequest.SerializeToString,
+                response_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingReply.FromString,
+                _registered_method=True)
 
 
 class LearnerServiceServicer:
@@ -72,7 +77,16 @@ class LearnerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListPolicies(self, request, context):
-        """Every published version, oldest first, without the ONNX bytes.
+        """Every published version, oldest first, without the ONNX bytes, and which one serves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetServing(self, request, context):
+        """Make `version` the serving one (promote, or roll back to an earlier one); durable in the registry,
+        announced on `evoskill.policy.serving`. Planners serve it for an empty `policy_version`.
+        NOT_FOUND for a version never published; INVALID_ARGUMENT for a malformed one or an empty reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -95,6 +109,11 @@ def add_LearnerServiceServicer_to_server(servicer, server):
                     servicer.ListPolicies,
                     request_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ListPoliciesRequest.FromString,
                     response_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ListPoliciesReply.SerializeToString,
+            ),
+            'SetServing': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetServing,
+                    request_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingRequest.FromString,
+                    response_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +197,33 @@ class LearnerService:
             '/evoskill.learner.v1.LearnerService/ListPolicies',
             evoskill_dot_learner_dot_v1_dot_learner__pb2.ListPoliciesRequest.SerializeToString,
             evoskill_dot_learner_dot_v1_dot_learner__pb2.ListPoliciesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetServing(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.learner.v1.LearnerService/SetServing',
+            evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingRequest.SerializeToString,
+            evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,69 @@
+"""`evoskill explore`: run the ExplorationWorkflow (shadow, canary, promote or roll back, watch) on the stack."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import typer
+
+from evoskill.platform.config import Settings
+
+
+def explore(
+    candidate: Annotated[str, typer.Option(help="policy version to try, e.g. v000007")],
+    env: Annotated[list[str], typer.Option(help="environment spec (repeat for several), e.g. twx:coin")],
+    baseline: Annotated[str, typer.Option(help="default: the serving version (none promoted: the newest older)")] = "",
+    shadow_episodes: Annotated[int, typer.Option(help="baseline plays, candidate only says what it would do")] = 2,
+    canary_episodes: Annotated[int, typer.Option(help="episodes split between candidate and baseline")] = 4,
+    canary_fraction: Annotated[float, typer.Option(help="share of canary episodes the candidate plays")] = 0.5,
+    watch_episodes: Annotated[int, typer.Option(help="after promotion, played with what serves")] = 2,
+    simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 8,
+    max_steps: int = 10,
+    seed: int = 0,
+    fold: Annotated[str, typer.Option(help="dev | test (kept out of the learner's replay)")] = "dev",
+    min_agreement: Annotated[float, typer.Option(help="shadow: agreement needed where the baseline won")] = 0.5,
+    success_margin: Annotated[float, typer.Option(help="allowed shortfall in success rate")] = 0.1,
+    reward_margin: Annotated[float, typer.Option(help="allowed shortfall in mean reward")] = 0.5,
+    alpha: Annotated[float, typer.Option(help="one-sided test level (0.5 = point estimates decide)")] = 0.1,
+    workflow_id: Annotated[str | None, typer.Option(help="default: explore-<random>")] = None,
+) -> None:
+    """Try a policy version safely: shadow mode, a canary, then promotion or rollback, and a watch window."""
+    from evoskill.cli import _fail, _run_client, console
+    from evoskill.orchestrator.evaluate import services
+    from evoskill.orchestrator.exploration_logic import ExplorationInput, ExplorationParams, Thresholds, validate
+    from evoskill.orchestrator.training_client import failure_message
+
+    params = ExplorationParams(
+        candidate=candidate, envs=env, baseline=baseline, shadow_episodes=shadow_episodes,
+        canary_episodes=canary_episodes, canary_fraction=canary_fraction, watch_episodes=watch_episodes,
+        simulations=simulations, max_steps=max_steps, seed=seed, fold=fold,
+        thresholds=Thresholds(min_agreement=min_agreement, success_margin=success_margin,
+                              reward_margin=reward_margin, alpha=alpha))
+    problems = validate(params)
+    if problems:
+        _fail("; ".join(problems), 2)
+    settings = Settings()
+
+    async def main() -> None:
+        from temporalio.client import WorkflowFailureError
+
+        from evoskill.orchestrator.exploration_workflow import ExplorationWorkflow
+        from evoskill.orchestrator.service import connect
+
+        async with services(settings, console.print):
+            client = await connect(settings, attempts=3)
+            wid = workflow_id or f"explore-{uuid.uuid4().hex[:8]}"
+            console.print(f"exploration workflow [bold]{wid}[/bold]: candidate {candidate} on {', '.join(env)}")
+            try:
+                result = await client.execute_workflow(ExplorationWorkflow.run, ExplorationInput(params), id=wid,
+                                                       task_queue=settings.temporal.task_queue)
+            except WorkflowFailureError as exc:
+                _fail(f"exploration workflow failed: {failure_message(exc)}")
+                return
+        for line in result.decisions:
+            console.print(f"  {line}")
+        console.print(f"[bold]{result.outcome}[/bold]: {result.candidate} vs baseline {result.baseline}; "
+                      f"serving now {result.serving or '(latest)'}")
+
+    _run_client(main)

@@ -1,0 +1,39 @@
+"""Fixtures of the training workflow tests: one stack of real services per module (see training_stack)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.conftest import make_settings
+from tests.integration.test_bus import isolated
+from tests.integration.training_stack import Stack
+
+
+@pytest.fixture(scope="module")
+async def running(tmp_path_factory: pytest.TempPathFactory, nats_url: str,
+                  temporal_address: str) -> AsyncIterator[Stack]:
+    """One set of services for the module (starting the learner's torch is the slow part)."""
+    base = make_settings(tmp_path_factory.mktemp("training"))
+    settings = isolated(base.model_copy(update={
+        "nats": base.nats.model_copy(update={"url": nats_url}),
+        # Own task queue: a workflow left over by another module never lands on this worker.
+        "temporal": base.temporal.model_copy(update={"address": temporal_address,
+                                                     "task_queue": f"train-{uuid.uuid4().hex[:8]}"}),
+    }))
+    stack = Stack(settings)
+    await stack.start()
+    yield stack
+    await stack.stop()
+
+
+@pytest.fixture
+async def stack(running: Stack) -> Stack:
+    # A failed restart test must not take the worker or the learner from the next test.
+    if running.learner_service is None:
+        await running.start_learner()
+    if running.worker is None:
+        await running.start_worker()
+    return running
