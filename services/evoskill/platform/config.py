@@ -73,7 +73,8 @@ class SandboxSettings(BaseModel):
     step_timeout_s: float = Field(10.0, description="A step that takes longer fails and its worker is replaced")
     memory_mb: int = Field(2048, description="Address-space cap of each environment worker (MiB)")
     step_quota: int = Field(
-        1_000_000, description="Steps a session may take, search included (a 50-step CookingWorld episode at 32 simulations takes ~100k)"
+        1_000_000,
+        description="Steps a session may take, search included (a CookingWorld episode at 32 simulations: ~100k)",
     )
     max_sessions: int = Field(256, description="Open sessions before the oldest idle one is closed")
     fault_probability: float = Field(0.0, description="Probability that a step fails with an injected fault")
