@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from qdrant_client import models
 
 from evoskill.memory.store import ExperienceStore, Query, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2
@@ -23,6 +24,19 @@ def test_a_collection_refuses_a_different_featuriser(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="hash128"):
         open_store(tmp_path, featurizer="hash", hash_dim=128)
     store = open_store(tmp_path, featurizer="hash", hash_dim=384)
+    assert store.count() == 1
+    store.close()
+
+
+def test_an_empty_collection_from_the_release_before_memory_is_replaced(tmp_path: Path) -> None:
+    """That release's memory service only created the collection (one unnamed vector, no points)."""
+    settings = Settings(state_dir=tmp_path, memory=MemorySettings(featurizer="hash"))  # type: ignore[arg-type]
+    client = open_qdrant(settings)
+    params = models.VectorParams(size=384, distance=models.Distance.COSINE)
+    client.create_collection(settings.qdrant.collection, vectors_config=params)
+    client.close()
+    store = open_store(tmp_path, featurizer="hash")
+    store.store([memory_pb2.Experience(goal="find the coin", state="kitchen", action="move east")])
     assert store.count() == 1
     store.close()
 

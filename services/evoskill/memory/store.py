@@ -65,6 +65,9 @@ class ExperienceStore:
         self._ensure_collection()
 
     def _ensure_collection(self) -> None:
+        if self.client.collection_exists(self.collection) and self._empty_and_unnamed():
+            # Made by a release whose memory service only opened the collection: nothing to keep.
+            self.client.delete_collection(self.collection)
         if not self.client.collection_exists(self.collection):
             params = models.VectorParams(size=self.featurizer.dim, distance=models.Distance.COSINE)
             self.client.create_collection(self.collection, vectors_config={self.vector: params})
@@ -80,6 +83,10 @@ class ExperienceStore:
                 f"collection {self.collection!r} holds vectors {names}, not {self.vector!r}: it was built with "
                 "another featuriser; set memory.featurizer back or qdrant.collection to a new name"
             )
+
+    def _empty_and_unnamed(self) -> bool:
+        info = self.client.get_collection(self.collection)
+        return not isinstance(info.config.params.vectors, dict) and not info.points_count
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.featurizer.encode(texts)
