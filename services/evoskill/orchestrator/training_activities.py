@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +46,9 @@ class TrainingActivities:
                                   policy_version=task.policy_version, **search)
         request.episode_id = task.episode_id
         # Creating the session can take seconds (an environment's JVM); keep the heartbeat alive meanwhile.
-        beating = asyncio.create_task(self._beat_while_waiting())
         try:
-            outcome = await play(self.settings, request, lambda update: activity.heartbeat(update.step_index))
+            async with self._heartbeats():
+                outcome = await play(self.settings, request, lambda update: activity.heartbeat(update.step_index))
         except grpc.aio.AioRpcError as exc:
             raise rpc_failure(f"episode {task.episode_id} ({task.env} seed {task.seed})", exc) from exc
         except asyncio.CancelledError:
@@ -57,19 +57,27 @@ class TrainingActivities:
                 raise ApplicationError(f"worker shut down during episode {task.episode_id}",
                                        type="WorkerShutdown") from None
             raise
+        return EpisodeResult(task.episode_id, task.env, task.seed, outcome.won, outcome.score, outcome.total_reward,
+                             outcome.steps, outcome.env_steps)
+
+    @contextlib.asynccontextmanager
+    async def _heartbeats(self) -> AsyncIterator[None]:
+        """Heartbeat while a long call runs, so that a worker that died is noticed in a heartbeat timeout."""
+        timeout = activity.info().heartbeat_timeout
+        period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(period)
+                activity.heartbeat()
+
+        beating = asyncio.create_task(beat())
+        try:
+            yield
         finally:
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
-        return EpisodeResult(task.episode_id, task.env, task.seed, outcome.won, outcome.score, outcome.total_reward,
-                             outcome.steps, outcome.env_steps)
-
-    async def _beat_while_waiting(self) -> None:
-        timeout = activity.info().heartbeat_timeout
-        period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
-        while True:
-            await asyncio.sleep(period)
-            activity.heartbeat()
 
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
@@ -81,7 +89,8 @@ class TrainingActivities:
         async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
             try:
-                reply = await stub.Train(request, timeout=task.wait_seconds + 3600)
+                async with self._heartbeats():
+                    reply = await stub.Train(request, timeout=task.wait_seconds + 3600)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                     return TrainResult("", {}, 0, note="the learner does not implement Train yet")

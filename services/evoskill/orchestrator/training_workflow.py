@@ -137,7 +137,8 @@ class TrainingWorkflow:
                 TrainingActivities.train_policy,
                 TrainTask(p.train_steps, p.batch_size, p.seed * 1000 + epoch + 1, [r.episode_id for r in played],
                           p.train_wait_s, f"{workflow.info().workflow_id}-e{epoch}-train"),
-                start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY)
+                start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY,
+                heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
             if train.policy_version:
                 self.state.policy_version = train.policy_version
         self.phase = "evaluating"
