@@ -131,6 +131,13 @@ def search_reply(result: SearchResult, actions: list[str], chosen: str) -> plann
     )
 
 
+class _NoScoring:
+    """The reward stub for a SandboxSearch that only looks at the children (θ alone needs no rewards)."""
+
+    def ScoreBatch(self, request: reward_pb2.ScoreBatchRequest) -> reward_pb2.ScoreBatchReply:
+        return reward_pb2.ScoreBatchReply(results=[reward_pb2.RewardBreakdown() for _ in request.transitions])
+
+
 @dataclass
 class EpisodePlayer:
     sandbox: Any
@@ -207,15 +214,16 @@ class EpisodePlayer:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
 
     def _act(self, session_id: str, obs: Any, actions: list[str], target: events_pb2.SearchTarget) -> str:
-        """θ's most likely action, scored on the environment's own templates (recorded for the learner)."""
-
+        """θ's most likely action among the candidates search would consider: the sandbox steps the children
+        once (no search, no scoring beyond that) and the actions that change nothing are left out, as in
+        search; θ alone cannot tell a door it already opened from a closed one as well as the world can."""
         assert self.policy is not None
-        (here,) = self.sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id,
-                                                                    probes=[sandbox_pb2.Probe()])).results
-        templates = list(here.templates) if len(here.templates) == len(actions) else []
-        target.templates.extend(templates)
-        logits, _ = self.policy([(*state_text(obs), actions, templates)])
-        return actions[int(np.argmax(logits[0]))]
+        env = SandboxSearch(self.sandbox, _NoScoring(), session_id, prefetch_children=self.settings.prefetch_children)
+        env.root()
+        candidates, templates = list(env.actions(())), env.templates(())
+        target.templates.extend(env.nodes[()].templates)
+        logits, _ = self.policy([(*state_text(obs), candidates, templates)])
+        return candidates[int(np.argmax(logits[0]))]
 
     def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
         """Experiences of similar states, when memory guides the search; memory is advice, so a failed
