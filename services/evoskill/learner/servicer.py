@@ -87,8 +87,15 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             done = await asyncio.to_thread(self.trainer.made_by, request.request_id)
             if done is not None:
                 return train_reply(done)
-            result = await asyncio.to_thread(self.trainer.train, request.steps, request.batch_size, fraction,
-                                             request.seed, request.request_id)
+            work = asyncio.ensure_future(asyncio.to_thread(self.trainer.train, request.steps, request.batch_size,
+                                                           fraction, request.seed, request.request_id))
+            try:
+                result = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # The caller went away (or the server is draining): the thread cannot be stopped, so hold the
+                # lock until it has exported and recorded its version; a retry with the same id finds it.
+                await asyncio.wait([work])
+                raise
         reply = train_reply(result)
         if self.bus is not None:
             await self.bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(
