@@ -124,3 +124,31 @@ async def test_transient_failures_are_retried_then_dead_lettered(settings: Setti
     assert len(letters) == 1
     assert letters[0].deliveries == 3
     assert "downstream is down" in letters[0].error
+
+
+async def test_a_replicas_own_consumer_is_removed_after_it_goes_away(settings: Settings) -> None:
+    settings = isolated(settings)
+    nats = settings.nats.model_copy(update={"replica_consumer_ttl_s": 1.0})
+    settings = settings.model_copy(update={"nats": nats})
+    shared, replica = Bus(settings, "shared"), Bus(settings, "replica")
+
+    @shared.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def work(message: events_pb2.PolicyPublished) -> None: ...
+
+    @replica.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished, durable="replica-a", per_replica=True)
+    async def follow(message: events_pb2.PolicyPublished) -> None: ...
+
+    await shared.start()
+    await replica.start()
+    await replica.stop()
+    js = shared.broker.config.connection_state.stream  # type: ignore[attr-defined]
+    try:
+        for _ in range(50):  # the server sweeps inactive consumers every few seconds
+            names = {c.name for c in await js.consumers_info(settings.nats.stream)}
+            if "replica-a" not in names:
+                break
+            await asyncio.sleep(0.2)
+        assert "replica-a" not in names
+        assert "shared-policy-published" in names  # a shared durable outlives its clients
+    finally:
+        await shared.stop()

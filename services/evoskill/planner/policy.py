@@ -161,7 +161,7 @@ class PolicyStore:
     def follow_serving(self, bus: Bus, durable: str) -> None:
         """Consume `policy.serving` (a durable per planner replica: every replica must hear every change)."""
 
-        @bus.consumer(Subjects.POLICY_SERVING, events_pb2.PolicyServing, durable=durable)
+        @bus.consumer(Subjects.POLICY_SERVING, events_pb2.PolicyServing, durable=durable, per_replica=True)
         async def on_serving(event: events_pb2.PolicyServing) -> None:
             parse_version(event.version)  # malformed -> ValueError -> dead letter
             if await asyncio.to_thread(self.serving_changed):

@@ -132,7 +132,8 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     servicer = PlannerServicer(settings, bus)
 
     # Every planner replica must hear every announcement, so each has its own durable consumer.
-    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished, durable=policy_consumer(settings))
+    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished, durable=policy_consumer(settings),
+                  per_replica=True)
     async def on_policy(event: events_pb2.PolicyPublished) -> None:
         if await asyncio.to_thread(servicer.policies.published, event.version):  # bad version -> dead letter
             log.info("planner: now serving policy %s as latest", servicer.policies.latest)

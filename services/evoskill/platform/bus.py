@@ -128,9 +128,13 @@ class Bus:
         )
 
     def consumer(
-        self, name: str, message_type: type[M], durable: str | None = None
+        self, name: str, message_type: type[M], durable: str | None = None, per_replica: bool = False
     ) -> Callable[[Callable[[M], Awaitable[Any]]], Callable[[M], Awaitable[Any]]]:
         """Register `handler(message)` as a durable consumer of `<prefix>.<name>`.
+
+        Replicas of a service share one durable and so split the work; `per_replica` marks a durable of
+        one replica alone (every replica must see every message), which the server deletes after
+        `nats.replica_consumer_ttl_s` without a client, so replicas that went away leave nothing behind.
 
         The handler is called with the decoded message; raising RejectMessage (or any ValueError)
         dead-letters the message at once; any other exception is retried with backoff, then
@@ -149,7 +153,8 @@ class Bus:
                 pull_sub=PullSub(batch_size=16, timeout=1.0),
                 ack_policy=AckPolicy.MANUAL,
                 # Redelivery is bounded here (dead-letter after max_deliver), not by the server.
-                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=-1),
+                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=-1,
+                                      inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
             )
             async def receive(msg: NatsMessage) -> None:
                 started = time.perf_counter()

@@ -32,6 +32,10 @@ class NatsSettings(BaseModel):
     )
     ack_wait_s: float = Field(30.0, description="Seconds a consumer may hold a message before redelivery")
     max_age_s: float = Field(7 * 24 * 3600.0, description="Retention of stream messages (seconds)")
+    replica_consumer_ttl_s: float = Field(
+        3600.0, description="A per-replica durable consumer (e.g. each planner's policy feed) is deleted by the "
+        "server after this long without a client (seconds)"
+    )
 
 
 class TemporalSettings(BaseModel):
