@@ -9,6 +9,7 @@ import pytest
 from evoskill.core.reward import score_transition
 from evoskill.core.search import SearchConfig, search
 from evoskill.memory.v1 import memory_pb2
+from evoskill.planner.memory_hints import memory_bonus
 from evoskill.planner.sandbox_search import SandboxSearch
 from evoskill.platform.config import RewardSettings
 from evoskill.reward.v1 import reward_pb2
@@ -104,6 +105,6 @@ def test_retrieved_memories_tilt_the_root_priors(coin: EnvHost) -> None:
     assert env.evaluate([()]).logits is None  # uniform without θ or memories
     good = memory_pb2.ScoredExperience(experience=memory_pb2.Experience(action="move west", success=True),
                                        similarity=0.9)
-    env.memories, env.memory_weight = [good], 2.0
+    env.root_bonus = memory_bonus(env.actions(()), env.templates(()), [good], weight=2.0)
     (logits,) = env.evaluate([()]).logits or []
     assert env.actions(())[int(logits.argmax())] == "move west"

@@ -22,6 +22,7 @@ from evoskill.core.search import SearchConfig, SearchResult, search
 from evoskill.core.state_text import state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
+from evoskill.planner.memory_hints import memory_bonus
 from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import SearchSettings
@@ -225,6 +226,13 @@ class EpisodePlayer:
         logits, _ = self.policy([(*state_text(obs), candidates, templates)])
         return candidates[int(np.argmax(logits[0]))]
 
+    def _root_bonus(self, env_spec: str, env: SandboxSearch) -> np.ndarray | None:
+        """Advice for the root's priors: retrieved memories (when search.memory_weight > 0)."""
+        memories = self._recall(env_spec, env.nodes[()].observation)
+        if not memories:
+            return None
+        return memory_bonus(env.actions(()), env.templates(()), memories, weight=self.settings.memory_weight)
+
     def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
         """Experiences of similar states, when memory guides the search; memory is advice, so a failed
         retrieval costs the step its hints, not the episode."""
@@ -247,8 +255,7 @@ class EpisodePlayer:
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             root = env.root()
-            env.memories = self._recall(request.env_spec, env.nodes[()].observation)
-            env.memory_weight = self.settings.memory_weight
+            env.root_bonus = self._root_bonus(request.env_spec, env)
             result = search(root, env.step, config, env.evaluate, step_batch=env.step_batch)
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited.add(env.nodes[()].state_key)

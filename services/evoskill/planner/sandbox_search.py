@@ -23,7 +23,7 @@ import numpy as np
 
 from evoskill.core.search import Evaluation, Root, Transition
 from evoskill.core.state_text import state_text
-from evoskill.planner.memory_hints import memory_bonus, with_memory_bonus
+from evoskill.planner.memory_hints import with_memory_bonus
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
 
@@ -45,8 +45,7 @@ class SandboxSearch:
     revisit_penalty: float = 0.0
     visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
     policy: PolicyFn | None = None
-    memories: Sequence[Any] = ()  # ScoredExperience retrieved for the root state
-    memory_weight: float = 0.0
+    root_bonus: np.ndarray | None = None  # logit bonus per root candidate (retrieved memories, an LLM's ranking)
     seed: int = 0
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
@@ -145,12 +144,11 @@ class SandboxSearch:
             inputs = [(*state_text(self.nodes[s].observation), self.useful[s], self.templates(s)) for s in states]
             logits, policy_values = self.policy(inputs)
             values = (1.0 - self.value_mix) * np.asarray(policy_values, dtype=np.float64)
-        if self.memories and self.memory_weight and () in states:
-            # Retrieved experiences tilt the root's priors towards what worked in similar states.
+        if self.root_bonus is not None and () in states:
+            # Advice from outside θ (memories, an LLM) tilts the root's priors; it never removes a candidate.
             at = list(states).index(())
             logits = logits or [np.zeros(len(self.useful[s])) for s in states]
-            bonus = memory_bonus(self.useful[()], self.templates(()), self.memories, weight=self.memory_weight)
-            logits[at] = with_memory_bonus(logits[at], bonus)
+            logits[at] = with_memory_bonus(logits[at], self.root_bonus)
         if self.value_mix > 0 and self.rollout_depth > 0:
             probes = []
             for s in states:
