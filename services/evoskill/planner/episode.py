@@ -22,6 +22,7 @@ from evoskill.core.search import SearchConfig, SearchResult, search
 from evoskill.core.state_text import state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
+from evoskill.planner.llm import LlmProposer, tips_from_memories
 from evoskill.planner.memory_hints import memory_bonus
 from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
 from evoskill.planner.v1 import planner_pb2
@@ -146,6 +147,7 @@ class EpisodePlayer:
     settings: SearchSettings
     policy: PolicyFn | None = None
     memory: Any = None  # MemoryServiceStub; used when settings.memory_weight > 0
+    llm: LlmProposer | None = None  # an OpenAI-compatible model ranking the root's candidates, when configured
     completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
     visited: set[str] = field(default_factory=set)  # state keys of the real states so far
@@ -227,11 +229,17 @@ class EpisodePlayer:
         return candidates[int(np.argmax(logits[0]))]
 
     def _root_bonus(self, env_spec: str, env: SandboxSearch) -> np.ndarray | None:
-        """Advice for the root's priors: retrieved memories (when search.memory_weight > 0)."""
+        """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
+        ranking of the candidates, with those memories as tips (when llm.base_url is set)."""
+        actions = list(env.actions(()))
         memories = self._recall(env_spec, env.nodes[()].observation)
-        if not memories:
-            return None
-        return memory_bonus(env.actions(()), env.templates(()), memories, weight=self.settings.memory_weight)
+        bonus = np.zeros(len(actions))
+        if memories:
+            bonus += memory_bonus(actions, env.templates(()), memories, weight=self.settings.memory_weight)
+        if self.llm is not None:
+            goal, state = state_text(env.nodes[()].observation)
+            bonus += self.llm.rank(goal, state, actions, tips_from_memories(memories, self.llm.max_tips))
+        return bonus if bonus.any() else None
 
     def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
         """Experiences of similar states, when memory guides the search; memory is advice, so a failed

@@ -16,6 +16,7 @@ import grpc
 from evoskill.core.search import search
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2_grpc
+from evoskill.planner import llm
 from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_reply
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
 from evoskill.planner.sandbox_search import PolicyFn
@@ -44,9 +45,11 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         self.memory = memory_pb2_grpc.MemoryServiceStub(sync_channel(settings.endpoint("memory").target,
                                                                      settings.grpc))
         self.policies = PolicyStore(settings)
+        self.llm = llm.from_settings(settings)  # None unless llm.base_url is set
 
     def player(self, policy: PolicyFn | None = None) -> EpisodePlayer:
-        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, policy, memory=self.memory)
+        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, policy, memory=self.memory,
+                             llm=self.llm)
 
     async def serving_policy(self, config: planner_pb2.SearchConfig) -> OnnxPolicyFn | None:
         """θ at `config.policy_version` (empty = the newest published) for the policy agents, else None."""
@@ -139,8 +142,12 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
             log.info("planner: now serving policy %s as latest", servicer.policies.latest)
     servicer.policies.follow_serving(bus, durable=policy_consumer(settings).replace("published", "serving"))
 
+    async def close_llm() -> None:
+        if servicer.llm is not None:
+            servicer.llm.close()
+
     return ServiceParts(registrations=[(planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer,
-                                        SERVICE_NAME)])
+                                        SERVICE_NAME)], closers=[close_llm])
 
 
 __all__ = ["SERVICE_NAME", "PlannerServicer", "create"]

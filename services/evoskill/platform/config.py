@@ -180,6 +180,24 @@ class MemorySettings(BaseModel):
     limit: int = Field(5, description="Experiences returned when a request sets no limit")
 
 
+class LlmSettings(BaseModel):
+    """Optional OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, hosted APIs) that ranks actions."""
+
+    base_url: str = Field(
+        "", description="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1 (empty = no LLM)"
+    )
+    model: str = Field("", description="Model name sent with each chat-completions request")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Name of the environment variable holding the API key (keys never live in config)"
+    )
+    timeout_s: float = Field(5.0, description="Seconds a request may take before the LLM's advice is skipped")
+    prior_weight: float = Field(
+        1.0, description="Root logit bonus of the LLM's first choice (later choices get less, unmentioned none)"
+    )
+    temperature: float = Field(0.0, description="Sampling temperature of the LLM")
+    max_tips: int = Field(3, description="Retrieved memories passed to the LLM as one-line tips")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EVOSKILL_", env_nested_delimiter="__", extra="ignore")
 
@@ -204,6 +222,7 @@ class Settings(BaseSettings):
     reward: RewardSettings = Field(default_factory=RewardSettings)  # type: ignore[arg-type]
     learner: LearnerSettings = Field(default_factory=LearnerSettings)  # type: ignore[arg-type]
     memory: MemorySettings = Field(default_factory=MemorySettings)  # type: ignore[arg-type]
+    llm: LlmSettings = Field(default_factory=LlmSettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(
