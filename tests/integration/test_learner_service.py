@@ -25,6 +25,7 @@ from evoskill.platform.config import LearnerSettings, Settings
 from evoskill.platform.rpc import channel
 from evoskill.platform.service import start_service
 from tests.integration.test_bus import isolated
+from tests.integration.waiting import rpc_error, until
 
 pytestmark = pytest.mark.integration
 
@@ -98,20 +99,6 @@ class Watcher:
             into.append(event)
 
         return handle
-
-
-async def until(check: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def rpc_error(call: object) -> grpc.aio.AioRpcError:
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await call  # type: ignore[misc]
-    return err.value
 
 
 async def test_learner_trains_publishes_and_survives_a_restart(

@@ -3,8 +3,6 @@ the root priors (search.memory_weight > 0), across real gRPC, NATS and Qdrant lo
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from evoskill.memory.v1 import memory_pb2, memory_pb2_grpc
@@ -13,6 +11,7 @@ from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 from evoskill.platform.service import start_service
 from tests.integration.test_bus import isolated
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -46,16 +45,12 @@ async def test_second_episode_is_guided_by_the_first(guided: Settings) -> None:
         first = [u async for u in planner.PlayEpisode(request, timeout=300) if u.action]
         assert uniform(first[0])  # nothing remembered yet: no noise, no θ, so uniform priors
 
-        async def remembered() -> int:  # the memory stores steps as reward.scored events arrive
+        async def remembered_at_least(n: int) -> bool:  # the memory stores steps as reward.scored arrives
             reply = await memory.Retrieve(memory_pb2.RetrieveRequest(
                 goal=first[0].observation.goal, state="kitchen", limit=50, env_spec="twx:coin"))
-            return len(reply.results)
+            return len(reply.results) >= n
 
-        for _ in range(300):
-            if await remembered() >= len(first):
-                break
-            await asyncio.sleep(0.1)
-        assert await remembered() >= len(first)
+        await until(lambda: remembered_at_least(len(first)), "the first episode's steps in memory")
         request.episode_id = "second"
         second = [u async for u in planner.PlayEpisode(request, timeout=300) if u.action]
     assert not uniform(second[0])  # the same start state, now with the first episode's steps as advice

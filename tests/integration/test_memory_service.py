@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -19,6 +18,7 @@ from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 from evoskill.platform.service import RunningService, start_service
 from tests.integration.test_bus import isolated
+from tests.integration.waiting import rpc_error, until
 
 pytestmark = pytest.mark.integration
 
@@ -39,20 +39,6 @@ async def memory(memory_settings: Settings):  # type: ignore[no-untyped-def]
             yield running, memory_pb2_grpc.MemoryServiceStub(ch)
     finally:
         await running.stop()
-
-
-async def until(check: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def rpc_error(call: Awaitable[object]) -> grpc.aio.AioRpcError:
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await call
-    return err.value
 
 
 def stored_count(running: RunningService) -> int:

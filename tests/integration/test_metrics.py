@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -23,6 +23,7 @@ from evoskill.platform.rpc import channel, start_server
 from evoskill.reward.service import SERVICE_NAME, RewardServicer
 from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
 from tests.integration.test_bus import isolated
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -55,15 +56,6 @@ def value(reader: InMemoryMetricReader, name: str, **attributes: object) -> Any:
     return matching[0] if matching else None
 
 
-async def eventually(check: Callable[[], bool]) -> None:
-    """Poll: metrics are read, not awaited."""
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not reached in 10 s")
-
-
 async def test_grpc_calls_are_counted_by_method_and_status_and_timed(reader: InMemoryMetricReader,
                                                                      settings: Settings) -> None:
     server = await start_server([(reward_pb2_grpc.add_RewardServiceServicer_to_server, RewardServicer(settings),
@@ -83,7 +75,7 @@ async def test_grpc_calls_are_counted_by_method_and_status_and_timed(reader: InM
             watch.cancel()
         score = {"rpc.service": SERVICE_NAME, "rpc.method": "Score"}
         watched = {"rpc.service": "grpc.health.v1.Health", "rpc.method": "Watch"}
-        await eventually(lambda: value(reader, metrics.RPC_REQUESTS, **watched) is not None)
+        await until(lambda: value(reader, metrics.RPC_REQUESTS, **watched) is not None, "the call's counter", 10)
     finally:
         await server.stop()
 
@@ -120,7 +112,7 @@ async def test_consumer_counts_outcomes_and_times_handling(reader: InMemoryMetri
         for version in ("a", "bad", "flaky", "b"):
             await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version=version))
         await bus.broker.publish(b"\xff\xff", subject, stream=bus.stream.name)  # undecodable
-        await eventually(lambda: count(metrics.OK) == 3 and count(metrics.DEAD_LETTERED) == 2)
+        await until(lambda: count(metrics.OK) == 3 and count(metrics.DEAD_LETTERED) == 2, "outcome counts", 10)
     finally:
         await bus.stop()
     assert count(metrics.RETRY) == 1
@@ -147,12 +139,12 @@ async def test_lag_gauge_reports_what_a_busy_consumer_has_not_acknowledged(reade
 
     await bus.start()
     try:
-        await eventually(lambda: lag() == 0)
+        await until(lambda: lag() == 0, "lag 0", 10)
         for version in range(5):
             await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version=str(version)))
-        await eventually(lambda: lag() == 5)  # the handler holds the first: none acknowledged
+        await until(lambda: lag() == 5, "lag 5", 10)  # the handler holds the first: none acknowledged
         release.set()
-        await eventually(lambda: lag() == 0)
+        await until(lambda: lag() == 0, "lag 0", 10)
     finally:
         release.set()
         await bus.stop()
