@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.memory_hints import memory_bonus, with_memory_bonus
+from evoskill.planner.memory_hints import memory_bonus, with_logit_bonus
 
 
 def scored(action: str, similarity: float, *, success: bool = False, reward: float = 0.0,
@@ -61,7 +61,7 @@ def test_the_bonus_is_bounded_by_the_weight(memories, weight: float) -> None:  #
 
 def test_the_bonus_adds_to_logits_or_replaces_uniform_priors() -> None:
     bonus = np.array([0.5, 0.0, -0.5])
-    assert with_memory_bonus(None, bonus).tolist() == [0.5, 0.0, -0.5]
+    assert with_logit_bonus(None, bonus).tolist() == [0.5, 0.0, -0.5]
     wide = np.array([1.0, 1.0, 1.0, 9.0], dtype=np.float32)  # policy rows may be wider than the action count
-    assert with_memory_bonus(wide, bonus).tolist() == [1.5, 1.0, 0.5, 9.0]
+    assert with_logit_bonus(wide, bonus).tolist() == [1.5, 1.0, 0.5, 9.0]
     assert wide.tolist() == [1.0, 1.0, 1.0, 9.0]

@@ -133,13 +133,6 @@ def search_reply(result: SearchResult, actions: list[str], chosen: str) -> plann
     )
 
 
-class _NoScoring:
-    """The reward stub for a SandboxSearch that only looks at the children (θ alone needs no rewards)."""
-
-    def ScoreBatch(self, request: reward_pb2.ScoreBatchRequest) -> reward_pb2.ScoreBatchReply:
-        return reward_pb2.ScoreBatchReply(results=[reward_pb2.RewardBreakdown() for _ in request.transitions])
-
-
 @dataclass
 class EpisodePlayer:
     sandbox: Any
@@ -221,7 +214,7 @@ class EpisodePlayer:
         once (no search, no scoring beyond that) and the actions that change nothing are left out, as in
         search; θ alone cannot tell a door it already opened from a closed one as well as the world can."""
         assert self.policy is not None
-        env = SandboxSearch(self.sandbox, _NoScoring(), session_id, prefetch_children=self.settings.prefetch_children)
+        env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=self.settings.prefetch_children)
         env.root()
         candidates, templates = list(env.actions(())), env.templates(())
         target.templates.extend(env.nodes[()].templates)

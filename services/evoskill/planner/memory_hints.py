@@ -46,7 +46,7 @@ def memory_bonus(
     return weight * np.clip(votes, -1.0, 1.0)
 
 
-def with_memory_bonus(logits: np.ndarray | None, bonus: np.ndarray) -> np.ndarray:
+def with_logit_bonus(logits: np.ndarray | None, bonus: np.ndarray) -> np.ndarray:
     """Add the bonus to one state's logits (None = uniform priors, i.e. zeros)."""
     if logits is None:
         return bonus.astype(np.float32)

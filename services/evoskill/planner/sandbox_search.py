@@ -23,7 +23,7 @@ import numpy as np
 
 from evoskill.core.search import Evaluation, Root, Transition
 from evoskill.core.state_text import state_text
-from evoskill.planner.memory_hints import with_memory_bonus
+from evoskill.planner.memory_hints import with_logit_bonus
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
 
@@ -35,7 +35,7 @@ PolicyFn = Callable[[Sequence[tuple[str, str, Sequence[str], Sequence[str]]]], t
 @dataclass
 class SandboxSearch:
     sandbox: Any  # SandboxServiceStub over a blocking channel
-    reward: Any  # RewardServiceStub over a blocking channel
+    reward: Any  # RewardServiceStub over a blocking channel; None = rewards 0 (no scoring)
     session_id: str
     gamma: float = 0.97
     rollout_depth: int = 10
@@ -78,10 +78,13 @@ class SandboxSearch:
         results = self._simulate([sandbox_pb2.Probe(actions=p) for p in paths])
         if not results:
             return
-        scored = self.reward.ScoreBatch(reward_pb2.ScoreBatchRequest(transitions=[r.transition for r in results]))
-        for path, result, breakdown in zip(paths, results, scored.results, strict=True):
+        totals = [0.0] * len(results)  # no reward stub: only the children themselves are wanted (θ alone)
+        if self.reward is not None:
+            scored = self.reward.ScoreBatch(reward_pb2.ScoreBatchRequest(transitions=[r.transition for r in results]))
+            totals = [breakdown.total for breakdown in scored.results]
+        for path, result, total in zip(paths, results, totals, strict=True):
             self.nodes[path] = result
-            self.rewards[path] = breakdown.total
+            self.rewards[path] = total
 
     def _open(self, parents: list[Path]) -> None:
         """Step the children of new nodes (where few enough) and keep the actions that change something."""
@@ -148,7 +151,7 @@ class SandboxSearch:
             # Advice from outside θ (memories, an LLM) tilts the root's priors; it never removes a candidate.
             at = list(states).index(())
             logits = logits or [np.zeros(len(self.useful[s])) for s in states]
-            logits[at] = with_memory_bonus(logits[at], self.root_bonus)
+            logits[at] = with_logit_bonus(logits[at], self.root_bonus)
         if self.value_mix > 0 and self.rollout_depth > 0:
             probes = []
             for s in states:
