@@ -20,6 +20,7 @@ from evoskill.orchestrator.training_client import start_training
 from evoskill.orchestrator.training_logic import TrainingParams, TrainingResult
 from evoskill.orchestrator.training_workflow import TrainingWorkflow
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -75,10 +76,7 @@ async def assert_counted_once(stack: Stack, handle: Handle, result: TrainingResu
     assert [e.number for e in entries] == list(range(1, len(entries) + 1))
     assert ours[0].metrics["replay_episodes"] == trainer.replay_episodes
     # The planner published each episode once (the watcher sees the stream as the learner does).
-    for _ in range(50):
-        if expected <= set(stack.completed):
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: expected <= set(stack.completed), "every episode on the watcher", 5)
     assert sorted(e for e in stack.completed if e.startswith(workflow_id)) == sorted(expected)
 
 
@@ -93,11 +91,25 @@ async def train_attempts(handle: Handle) -> int:
     return attempt
 
 
-async def test_learner_down_mid_epoch_queues_episodes_and_train_waits_for_its_restart(stack: Stack) -> None:
+async def start(stack: Stack) -> tuple[Handle, str, TrainingParams]:
     params = restart_params()
-    client = await client_of(stack.settings)
     workflow_id = f"train-{uuid.uuid4().hex[:8]}"
-    handle = await start_training(client, stack.settings, params, workflow_id)
+    handle = await start_training(await client_of(stack.settings), stack.settings, params, workflow_id)
+    return handle, workflow_id, params
+
+
+async def hold_train_in_flight(stack: Stack, handle: Handle) -> None:
+    """While the last episode plays, the learner loses its bus: that episode reaches the stream, not replay,
+    so Train (attempt 1) waits at the learner for it."""
+    await wait_for(handle, lambda p: p.episodes_played == 2 and p.in_flight == 1, what="the last episode")
+    assert stack.learner_service is not None
+    await stack.learner_service.bus.stop()
+    await wait_for(handle, lambda p: p.phase == "training", what="the Train phase")
+    assert await train_attempt(handle) == 1
+
+
+async def test_learner_down_mid_epoch_queues_episodes_and_train_waits_for_its_restart(stack: Stack) -> None:
+    handle, workflow_id, params = await start(stack)
 
     # The first episode is played, the second is playing: the learner goes away.
     await wait_for(handle, lambda p: p.episodes_played == 1 and p.in_flight == 1, what="the second episode")
@@ -113,18 +125,10 @@ async def test_learner_down_mid_epoch_queues_episodes_and_train_waits_for_its_re
 
 
 async def test_learner_killed_while_train_waits_for_episodes(stack: Stack) -> None:
-    params = restart_params()
-    client = await client_of(stack.settings)
-    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
-    handle = await start_training(client, stack.settings, params, workflow_id)
+    handle, workflow_id, params = await start(stack)
 
-    # While the last episode plays, the learner loses its bus: that episode reaches the stream, not replay,
-    # so Train is held in flight, waiting for it. Then the learner is killed (no grace) and started again.
-    await wait_for(handle, lambda p: p.episodes_played == 2 and p.in_flight == 1, what="the last episode")
-    assert stack.learner_service is not None
-    await stack.learner_service.bus.stop()
-    await wait_for(handle, lambda p: p.phase == "training", what="the Train phase")
-    assert await train_attempt(handle) == 1
+    # Train held in flight; then the learner is killed (no grace) and started again.
+    await hold_train_in_flight(stack, handle)
     await asyncio.sleep(0.3)  # the call is at the learner, waiting for the episode
     await stack.stop_learner(grace_s=0.0)
     await stack.start_learner()
@@ -136,18 +140,11 @@ async def test_learner_killed_while_train_waits_for_episodes(stack: Stack) -> No
 
 async def test_worker_restarted_while_train_waits_for_episodes(stack: Stack) -> None:
     """The worker half during Train (the episode half is in test_training_workflow.py)."""
-    params = restart_params()
-    client = await client_of(stack.settings)
-    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
-    handle = await start_training(client, stack.settings, params, workflow_id)
+    handle, workflow_id, params = await start(stack)
 
     # Train held in flight as above (the learner's bus is away); the worker goes, the learner is restarted
     # (the held episode lands), then a new worker retries Train under the same request id.
-    await wait_for(handle, lambda p: p.episodes_played == 2 and p.in_flight == 1, what="the last episode")
-    assert stack.learner_service is not None
-    await stack.learner_service.bus.stop()
-    await wait_for(handle, lambda p: p.phase == "training", what="the Train phase")
-    assert await train_attempt(handle) == 1
+    await hold_train_in_flight(stack, handle)
     await stack.stop_worker()
     await stack.stop_learner()
     await stack.start_learner()
