@@ -70,12 +70,16 @@ async def test_one_mcts_episode_across_services_and_bus(services: Settings, span
         target = step.target
         # Every valid action, in order; those search dropped as no-ops (inventory, look) have no visits.
         assert list(target.actions) == list(step.transition.before.valid_actions)
-        assert len(target.templates) == len(target.q_values) == len(target.actions)
+        assert len(target.templates) == len(target.q_values) == len(target.seen) == len(target.actions)
         visits = dict(zip(target.actions, target.visit_probs, strict=True))
         assert visits["inventory"] == 0.0
+        assert dict(zip(target.actions, target.seen, strict=True))["inventory"]  # a no-op leads back
         assert abs(sum(target.visit_probs) - 1.0) < 1e-5
         assert step.transition.action.text in target.actions
     assert episode.env_steps > len(episode.steps)  # search stepped the environment too
+    # After the first move, the way back is marked: θ reads the episode's memory from the targets.
+    assert any(s.target.seen[list(s.target.actions).index(a)] for s in episode.steps[1:]
+               for a in s.target.actions if a.startswith("move"))
     # The event path scored the same transitions with the same numbers as the synchronous path.
     by_step = {e.transition.step_index: e.total for e in scored}
     assert {s.transition.step_index: s.reward for s in episode.steps} == pytest.approx(by_step)

@@ -10,6 +10,7 @@ import pytest
 
 from evoskill.common.v1.common_pb2 import Action, Observation, Transition
 from evoskill.core.learn import HashingFeaturizer, SkillVocab, episode_examples, make_inputs, state_text
+from evoskill.core.state_text import candidate_text
 from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep, SearchTarget
 
 OBJECTS = ("apple", "carrot", "knife", "coin", "key", "lamp")
@@ -111,6 +112,18 @@ def test_demonstration_step_is_one_hot_imitation() -> None:
     assert ex.visit_probs.tolist() == [0, 0, 1]
     assert not ex.q_mask.any() and math.isnan(ex.root_value)
     assert ex.templates[2] == "the skill"  # the transition's own template wins for the executed action
+
+
+def test_candidates_leading_back_to_a_visited_state_are_marked_for_theta() -> None:
+    step = make_step("g", "o", ["move west", "move east"], 0, visits=[1, 1])
+    step.target.seen.extend([True, False])
+    (ex,) = episode_examples(make_episode("e", [step]))
+    assert ex.seen == (True, False)
+    assert [text for text, _ in ex.candidates()] == [candidate_text("move west", True), "move east"]
+    assert candidate_text("move west", True) != "move west"
+    # A target without the marks (an older planner) reads every candidate unmarked.
+    (plain,) = episode_examples(make_episode("e", [make_step("g", "o", ["a", "b"], 0, visits=[1, 1])]))
+    assert [text for text, _ in plain.candidates([1])] == ["b"]
 
 
 def test_skills_only_for_successful_episodes() -> None:

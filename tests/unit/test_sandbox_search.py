@@ -8,6 +8,7 @@ import pytest
 
 from evoskill.core.reward import score_transition
 from evoskill.core.search import SearchConfig, search
+from evoskill.core.state_text import candidate_text
 from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.memory_hints import memory_bonus
 from evoskill.planner.sandbox_search import SandboxSearch
@@ -67,6 +68,24 @@ def test_walking_back_to_a_visited_state_costs_the_revisit_penalty(coin: EnvHost
     assert returned_shaped.reward == pytest.approx(returned_plain.reward - 0.5)
     # The same state, reached at another depth, is another node (no cycle in the tree).
     assert returned_shaped.key != (0, shaped.nodes[()].state_key)
+
+
+def test_theta_reads_which_candidates_lead_back_to_visited_states(coin: EnvHost) -> None:
+    env = SandboxSearch(HostSandbox(coin), CoreReward(), "s")
+    env.root()
+    west = env.actions(()).index("move west")
+    env.step((), west)
+    texts, templates = env.candidates(("move west",))
+    back = env.actions(("move west",)).index("move east")
+    assert env.seen(("move west",))[back] and texts[back] == candidate_text("move east", True)
+    assert sum(env.seen(("move west",))) == 1  # every other way out of the room is new
+    assert templates == env.templates(("move west",))
+    # The episode's earlier states count too, and a no-op always leads back (to where it starts).
+    there = env.nodes[("move west",)].state_key
+    remembered = SandboxSearch(HostSandbox(coin), CoreReward(), "s", visited=frozenset({there}))
+    remembered.root()
+    assert remembered.seen(())[remembered.actions(()).index("move west")]
+    assert remembered.seen((), ["inventory"]) == [True]
 
 
 def test_new_nodes_of_one_round_share_one_simulate_call(coin: EnvHost) -> None:

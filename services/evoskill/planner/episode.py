@@ -110,6 +110,7 @@ def search_target(result: SearchResult, env: SandboxSearch) -> events_pb2.Search
     probs = visits / visits.sum() if visits.sum() > 0 else np.full(len(candidates), 1.0 / max(len(candidates), 1))
     q, priors = q_values(result), np.asarray(result.priors)
     target = events_pb2.SearchTarget(root_value=float(result.root_value))
+    target.seen.extend(env.seen((), root.observation.valid_actions))
     for action, template in zip(root.observation.valid_actions, root.templates, strict=True):
         i = candidates.get(action)
         target.actions.append(action)
@@ -212,13 +213,18 @@ class EpisodePlayer:
     def _act(self, session_id: str, obs: Any, actions: list[str], target: events_pb2.SearchTarget) -> str:
         """θ's most likely action among the candidates search would consider: the sandbox steps the children
         once (no search, no scoring beyond that) and the actions that change nothing are left out, as in
-        search; θ alone cannot tell a door it already opened from a closed one as well as the world can."""
+        search; θ alone cannot tell a door it already opened from a closed one as well as the world can.
+        Like search, θ reads which candidates lead back to a state the episode has been in."""
         assert self.policy is not None
-        env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=self.settings.prefetch_children)
+        env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=self.settings.prefetch_children,
+                            visited=frozenset(self.visited))
         env.root()
-        candidates, templates = list(env.actions(())), env.templates(())
-        target.templates.extend(env.nodes[()].templates)
-        logits, _ = self.policy([(*state_text(obs), candidates, templates)])
+        root = env.nodes[()]
+        target.templates.extend(root.templates)
+        target.seen.extend(env.seen((), root.observation.valid_actions))
+        self.visited.add(root.state_key)
+        candidates = list(env.actions(()))
+        logits, _ = self.policy([(*state_text(obs), *env.candidates(()))])
         return candidates[int(np.argmax(logits[0]))]
 
     def _root_bonus(self, env_spec: str, env: SandboxSearch) -> np.ndarray | None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from evoskill.core.search import Evaluation, Root, Transition
-from evoskill.core.state_text import state_text
+from evoskill.core.state_text import candidate_text, state_text
 from evoskill.planner.memory_hints import with_logit_bonus
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
@@ -108,6 +108,17 @@ class SandboxSearch:
         """The actions search considers at `path` (no-ops dropped); index i is the core's action i."""
         return self.useful[path]
 
+    def seen(self, path: Path, actions: Sequence[str] | None = None) -> list[bool]:
+        """Per action at `path` (default: the ones search considers): it leads to a state the episode or
+        the path has been in; False where the child was never stepped (too many actions to prefetch)."""
+        return [(*path, a) in self.nodes and self._visited_before((*path, a))
+                for a in (self.useful[path] if actions is None else actions)]
+
+    def candidates(self, path: Path) -> tuple[list[str], list[str]]:
+        """(texts θ reads, templates) of the actions search considers at `path`."""
+        texts = [candidate_text(a, s) for a, s in zip(self.useful[path], self.seen(path), strict=True)]
+        return texts, self.templates(path)
+
     def _visited_before(self, path: Path) -> bool:
         key = self.nodes[path].state_key
         return key in self.visited or any(self.nodes[path[:k]].state_key == key for k in range(len(path)))
@@ -143,8 +154,9 @@ class SandboxSearch:
         logits: list[np.ndarray] | None = None
         if self.policy is not None:
 
-            # Each state as the learner saw it in training (`state_text`: feedback, room, inventory).
-            inputs = [(*state_text(self.nodes[s].observation), self.useful[s], self.templates(s)) for s in states]
+            # Each state as the learner saw it in training (`state_text`: feedback, room, inventory; and
+            # `candidate_text`: the candidates marked where they lead back to a visited state).
+            inputs = [(*state_text(self.nodes[s].observation), *self.candidates(s)) for s in states]
             logits, policy_values = self.policy(inputs)
             values = (1.0 - self.value_mix) * np.asarray(policy_values, dtype=np.float64)
         if self.root_bonus is not None and () in states:

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from evoskill.core.learn.features import Featurizer
-from evoskill.core.state_text import state_text
+from evoskill.core.state_text import candidate_text, state_text
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
@@ -43,6 +43,13 @@ class Example:
     taken: int  # index of the executed action in `actions`; -1 if it is not among them
     ret: float  # discounted return from this step to the end of the episode
     skills: tuple[str, ...] = field(default=())  # templates used in the episode if it succeeded, else ()
+    seen: tuple[bool, ...] = field(default=())  # per action: leads back to a visited state; () = unknown
+
+    def candidates(self, keep: Sequence[int] | np.ndarray | None = None) -> list[tuple[str, str]]:
+        """(text θ reads, template) of the candidates at `keep` (all by default), marked as in serving."""
+        rows = range(len(self.actions)) if keep is None else keep
+        seen = self.seen if len(self.seen) == len(self.actions) else (False,) * len(self.actions)
+        return [(candidate_text(self.actions[i], seen[i]), self.templates[i]) for i in rows]
 
 
 def episode_examples(
@@ -107,6 +114,7 @@ def episode_examples(
                 taken=taken,
                 ret=ret,
                 skills=skills,
+                seen=tuple(target.seen) if searched and len(target.seen) == n else (),
             )
         )
     return examples

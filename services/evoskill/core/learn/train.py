@@ -126,9 +126,7 @@ class Learner:
     def collate(self, examples: Sequence[Example], weights: np.ndarray | None = None) -> Batch:
         keeps = [self._keep(ex) for ex in examples]
         states = [(ex.goal, ex.observation) for ex in examples]
-        candidates = [
-            [(ex.actions[i], ex.templates[i]) for i in keep] for ex, keep in zip(examples, keeps, strict=True)
-        ]
+        candidates = [ex.candidates(keep) for ex, keep in zip(examples, keeps, strict=True)]
         inputs = make_inputs(self.featurizer, self.vocab.add, states, candidates)
         b, a = inputs.mask.shape
         visit_probs = np.zeros((b, a), np.float32)
