@@ -324,7 +324,7 @@ def _mount_optional() -> None:
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app
 
-        app.add_typer(bench_app, name="bench", help="Benchmarks (planner, pipeline).")
+        app.add_typer(bench_app, name="bench", help="Benchmarks (planner, pipeline, outer-loop).")
 
 
 _mount_optional()

@@ -43,3 +43,25 @@ def pipeline(
     from evoskill.bench.pipeline import run_pipeline_bench  # starts processes; imported only when run
 
     run_pipeline_bench(json_path, episodes, env, simulations, max_steps, rollout_depth, seed)
+
+
+@bench_app.command("outer-loop")
+def outer_loop(
+    env: str = typer.Option("twx:coin", help="Environment spec of the training and test games."),
+    seeds: str = typer.Option("0,1,2", help="Training seeds, comma-separated; each trains a fresh θ."),
+    simulations: int = typer.Option(4, help="Simulations of θ + MCTS and of the same-budget uniform MCTS."),
+    baseline_multiple: int = typer.Option(3, help="The other uniform MCTS gets this many times the simulations."),
+    train_args: str = typer.Option(
+        "--epochs 3 --episodes-per-epoch 8 --eval-episodes 4 --simulations 8 --max-steps 40 --train-steps 100",
+        help="Arguments of `evoskill train` (the training budget)."),
+    episodes: int = typer.Option(20, help="Test-fold games per agent (seeds 0..N-1)."),
+    max_steps: int = typer.Option(50, help="Steps per test game at most."),
+    parallel: int = typer.Option(2, help="Test games played at once."),
+    work_dir: Path = typer.Option(Path(".evoskill/bench/outer-loop"), help="Stacks, reports and logs go here."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
+) -> None:
+    """Train θ on fresh stacks (one per seed) and compare it with random and uniform-prior MCTS."""
+    from evoskill.bench.outer_loop import EvalArgs, run_outer_loop_bench  # starts stacks; imported only when run
+
+    run_outer_loop_bench(EvalArgs(env, episodes, max_steps, parallel), [int(s) for s in seeds.split(",")],
+                         simulations, baseline_multiple, train_args, work_dir.resolve(), json_path)

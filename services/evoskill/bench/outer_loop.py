@@ -1,0 +1,191 @@
+"""Outer-loop benchmark: does training θ pay off? The whole protocol of the issue as one command.
+
+Per training seed, a fresh embedded stack (own state folder and ports, so a fresh learner, replay and
+registry) runs `evoskill train`, then evaluates the last θ on the test fold twice: with search
+(`policy+mcts` at `--simulations`) and alone (`policy`, greedy). Then one more stack plays the
+baselines on the same test games: random, uniform-prior MCTS at the same simulations and at
+`--baseline-multiple` times as many. Every figure is a subprocess of the public CLI, so the numbers
+are exactly what `evoskill train` / `evoskill eval` print; their JSON reports stay under `--work-dir`.
+
+    evoskill bench outer-loop --env twx:coin --seeds 0,1,2 --simulations 4 --json outer-loop-coin.json
+
+(the training budget is `--train-args`, passed to `evoskill train` as is).
+
+Printed: success and mean score per agent (per seed, mean ± sd over seeds), the held-out reward of the
+first and last epoch per seed, and the three comparisons the issue asks for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evoskill.stack.supervisor import free_port
+
+SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
+
+
+@dataclass
+class EvalArgs:
+    env: str
+    episodes: int
+    max_steps: int
+    parallel: int
+
+
+@dataclass
+class AgentRow:
+    agent: str
+    simulations: int  # 0: no search
+    success: list[float] = field(default_factory=list)  # one per training seed (one value for baselines)
+    score: list[float] = field(default_factory=list)
+
+    def mean_sd(self, values: list[float]) -> tuple[float, float]:
+        return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _cli(*args: str, env: dict[str, str], log: Path) -> None:
+    """`evoskill ARGS` in a subprocess with the stack's settings; its output goes to `log`."""
+    with log.open("a") as out:
+        out.write(f"$ evoskill {shlex.join(args)}\n")
+        out.flush()
+        done = subprocess.run([sys.executable, "-m", "evoskill.cli", *args], env=env, stdout=out,
+                              stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"evoskill {args[0]} failed (exit {done.returncode}); see {log}")
+
+
+@contextlib.contextmanager
+def stack(folder: Path) -> Iterator[dict[str, str]]:
+    """A fresh embedded stack on `folder` and free ports; yields the environment that reaches it."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    env = dict(os.environ, EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(free_port()),
+               EVOSKILL_TEMPORAL__PORT=str(free_port()), EVOSKILL_TEMPORAL__UI_PORT="0")
+    for name in SERVICES:
+        env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(free_port())
+    log = folder / "bench.log"
+    _cli("up", "--detach", env=env, log=log)
+    try:
+        yield env
+    finally:
+        _cli("down", env=env, log=log)
+
+
+def evaluate(args: EvalArgs, agent: str, simulations: int, env: dict[str, str], out: Path,
+             policy: str = "") -> dict[str, Any]:
+    cmd = ["eval", "--env", args.env, "--agent", agent, "--episodes", str(args.episodes), "--max-steps",
+           str(args.max_steps), "--parallel", str(args.parallel), "--simulations", str(max(simulations, 1)),
+           "--json", str(out)]
+    if policy:
+        cmd += ["--policy", policy]
+    _cli(*cmd, env=env, log=out.parent / "bench.log")
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, baseline_multiple: int,
+                         train_args: str, work_dir: Path, json_path: Path | None) -> dict[str, Any]:
+    console = Console()
+    theta_search = AgentRow("θ + MCTS (policy+mcts)", simulations)
+    theta_alone = AgentRow("θ alone (policy, greedy)", 0)
+    curves: dict[int, list[float]] = {}
+    for seed in seeds:
+        folder = work_dir / f"seed-{seed}"
+        console.print(f"[bold]seed {seed}[/]: training on a fresh stack under {folder}")
+        with stack(folder) as env:
+            report_dir = folder / "report"
+            _cli("train", "--env", args.env, *shlex.split(train_args), "--seed", str(seed), "--workflow-id",
+                 f"outer-loop-{seed}", "--report-dir", str(report_dir), env=env, log=folder / "bench.log")
+            report = json.loads((report_dir / "report.json").read_text())
+            curves[seed] = [float(h["eval_mean_reward"]) for h in report["history"]]
+            version = str(report["policy_version"])
+            for row, agent in ((theta_search, "policy+mcts"), (theta_alone, "policy")):
+                got = evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version)
+                row.success.append(got["success_rate"])
+                row.score.append(got["mean_score"])
+            console.print(f"  θ {version}: with search {theta_search.success[-1]:.0%}, "
+                          f"alone {theta_alone.success[-1]:.0%}")
+
+    baselines = [AgentRow("random", 0), AgentRow("uniform-prior MCTS", simulations),
+                 AgentRow("uniform-prior MCTS", simulations * baseline_multiple)]
+    folder = work_dir / "baselines"
+    console.print(f"[bold]baselines[/] on a fresh stack under {folder}")
+    with stack(folder) as env:
+        for row in baselines:
+            agent = "random" if row.simulations == 0 else "mcts"
+            got = evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json")
+            row.success.append(got["success_rate"])
+            row.score.append(got["mean_score"])
+
+    result = summary(args, seeds, [*baselines, theta_search, theta_alone], curves, train_args)
+    show(console, result)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2))
+        console.print(f"wrote {json_path}")
+    return result
+
+
+def summary(args: EvalArgs, seeds: list[int], rows: list[AgentRow], curves: dict[int, list[float]],
+            train_args: str) -> dict[str, Any]:
+    random_row, uniform_same, uniform_more, theta_search, theta_alone = rows
+    out: dict[str, Any] = {
+        "env": args.env, "test_episodes": args.episodes, "max_steps": args.max_steps, "seeds": seeds,
+        "train_args": train_args, "agents": [], "curves": {str(s): c for s, c in curves.items()},
+    }
+    for row in rows:
+        (success, success_sd), (score, score_sd) = row.mean_sd(row.success), row.mean_sd(row.score)
+        out["agents"].append({"agent": row.agent, "simulations": row.simulations, "success": row.success,
+                              "score": row.score, "success_mean": success, "success_sd": success_sd,
+                              "score_mean": score, "score_sd": score_sd})
+    mean = statistics.fmean
+    out["comparisons"] = {
+        "theta_search_minus_uniform_same_sims": mean(theta_search.success) - mean(uniform_same.success),
+        "theta_search_minus_uniform_more_sims": mean(theta_search.success) - mean(uniform_more.success),
+        "theta_search_score_minus_uniform_same_sims": mean(theta_search.score) - mean(uniform_same.score),
+        "theta_alone_minus_random": mean(theta_alone.success) - mean(random_row.success),
+        "theta_alone_score_minus_random": mean(theta_alone.score) - mean(random_row.score),
+        "curve_rises_in_seeds": sum(1 for c in curves.values() if len(c) > 1 and c[-1] > c[0]),
+    }
+    return out
+
+
+def show(console: Console, result: dict[str, Any]) -> None:
+    table = Table(title=f"{result['env']}: {result['test_episodes']} test games, seeds {result['seeds']}")
+    for column in ("agent", "simulations", "success per seed", "success mean ± sd", "score mean ± sd"):
+        table.add_column(column)
+    for row in result["agents"]:
+        table.add_row(row["agent"], str(row["simulations"] or "–"), " / ".join(f"{s:.0%}" for s in row["success"]),
+                      f"{row['success_mean']:.0%} ± {row['success_sd']:.0%}",
+                      f"{row['score_mean']:.3f} ± {row['score_sd']:.3f}")
+    console.print(table)
+    curves = Table(title="held-out reward per epoch")
+    curves.add_column("seed")
+    curves.add_column("first")
+    curves.add_column("last")
+    curves.add_column("last > first")
+    for seed, curve in result["curves"].items():
+        curves.add_row(seed, f"{curve[0]:.3f}", f"{curve[-1]:.3f}", "yes" if curve[-1] > curve[0] else "no")
+    console.print(curves)
+    c = result["comparisons"]
+    console.print(f"θ+MCTS − uniform MCTS, same simulations: {c['theta_search_minus_uniform_same_sims']:+.0%} success, "
+                  f"{c['theta_search_score_minus_uniform_same_sims']:+.3f} score")
+    console.print(f"θ+MCTS − uniform MCTS with {result['agents'][2]['simulations']} simulations: "
+                  f"{c['theta_search_minus_uniform_more_sims']:+.0%} success")
+    console.print(f"θ alone − random: {c['theta_alone_minus_random']:+.0%} success, "
+                  f"{c['theta_alone_score_minus_random']:+.3f} score")
+    console.print(f"held-out reward rises (last epoch > first) in {c['curve_rises_in_seeds']} "
+                  f"of {len(result['curves'])} seeds")
