@@ -24,6 +24,7 @@ def train(
     eval_fold: Annotated[str, typer.Option(help="dev | test")] = "dev",
     tune: Annotated[str, typer.Option(help="'es': evolve c_puct, Dirichlet noise and rollout depth")] = "",
     es_population: Annotated[int, typer.Option(help="ES candidates per generation (even)")] = 4,
+    demos: Annotated[int, typer.Option(help="train-fold gold paths played first, into the offline library")] = 0,
     no_train: Annotated[bool, typer.Option("--no-train", help="play and evaluate only, no learner call")] = False,
     report_dir: Annotated[Path | None, typer.Option(help="default: <state>/reports/<workflow id>")] = None,
     workflow_id: Annotated[str | None, typer.Option(help="default: train-<random>")] = None,
@@ -38,7 +39,7 @@ def train(
         envs=env, epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
         simulations=simulations, max_steps=max_steps, train_steps=train_steps, batch_size=batch_size,
         parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune, es_population=es_population,
-        train=not no_train)
+        train=not no_train, demos=demos)
     problems = validate(params)
     if problems:
         _fail("; ".join(problems), 2)

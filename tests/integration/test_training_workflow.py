@@ -80,6 +80,26 @@ async def test_two_epochs_train_evaluate_record_and_continue_as_new(stack: Stack
     assert tensorboard_files(folder)
 
 
+async def test_demonstrations_are_played_to_the_end_and_kept_in_the_offline_library(stack: Stack) -> None:
+    settings = stack.settings
+    params = tiny(epochs=1, episodes_per_epoch=1, eval_episodes=0, demos=2)  # max_steps 4 binds search only
+    client = await client_of(settings)
+    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
+    result = await client.execute_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
+                                           task_queue=settings.temporal.task_queue)
+    demos = [episode_id(workflow_id, 0, "d", i) for i in range(2)]
+    assert sorted(result.episode_ids) == sorted([*demos, *expected_ids(workflow_id, params)])
+    assert result.history[0].train_episodes == 1  # the epoch's own figures leave the demonstrations out
+    assert stack.learner is not None
+    replay = stack.learner.trainer.replay
+    assert all(d in replay.offline and d not in replay.online for d in demos)
+    # Each demonstration followed the gold path to a win, however short the epoch's max_steps (the
+    # first task's gold path is 6 steps long).
+    assert all(replay.offline.examples(d)[0].skills for d in demos)  # skills are recorded for wins only
+    assert max(len(replay.offline.examples(d)) for d in demos) > params.max_steps
+    assert result.history[0].policy_version  # θ trained on them with the epoch's episodes
+
+
 async def test_pause_resume_and_stop(stack: Stack) -> None:
     params = tiny(epochs=3, episodes_per_epoch=3, eval_episodes=0, parallelism=1, train=False)
     client = await client_of(stack.settings)

@@ -17,6 +17,7 @@ from evoskill.orchestrator.training_logic import (
     TrainingParams,
     agent_for,
     centered_ranks,
+    demo_tasks,
     episode_id,
     es_candidates,
     es_decode,
@@ -39,6 +40,15 @@ def test_tasks_are_deterministic_distinct_in_the_fold_and_differ_between_epochs(
     assert [t.env for t in first].count("twx:coin") == 5  # environments take turns
     assert first != sample_tasks(envs, seed=7, epoch=1, count=10, fold_size=50)
     assert first != sample_tasks(envs, seed=8, epoch=0, count=10, fold_size=50)
+
+
+def test_demonstrations_are_drawn_on_their_own_stream() -> None:
+    demos = demo_tasks(["a", "b"], seed=7, count=6, fold_size=50)
+    assert demos == demo_tasks(["a", "b"], seed=7, count=6, fold_size=50)
+    assert len({t.seed for t in demos}) == 6 and [t.env for t in demos].count("a") == 3
+    assert demos != sample_tasks(["a", "b"], seed=7, epoch=0, count=6, fold_size=50)
+    assert len(demo_tasks(["a"], seed=7, count=60, fold_size=50)) == 50  # never more than the fold holds
+    assert any("demos" in p for p in validate(TrainingParams(envs=["a"], demos=-1)))
 
 
 def test_eval_tasks_are_the_same_every_epoch() -> None:

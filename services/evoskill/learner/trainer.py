@@ -90,7 +90,8 @@ class PolicyTrainer:
             while len(self.skipped) > SKIPPED_REMEMBERED:
                 self.skipped.popitem(last=False)
             return "other_fold"
-        return "stored" if self.replay.add(episode) else "duplicate"
+        # Demonstrations (the environment's gold path) anchor the offline library; the rest is online experience.
+        return "stored" if self.replay.add(episode, offline=episode.agent == "demo") else "duplicate"
 
     def fold_problem(self, episode_id: str) -> str | None:
         """Why a skipped episode is not in replay; None for one that was not skipped (or long ago)."""

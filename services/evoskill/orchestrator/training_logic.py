@@ -36,6 +36,7 @@ class TrainingParams:
     eval_fold: str = "dev"
     fold_size: int = 1000             # train tasks are drawn from seeds [0, fold_size)
     train: bool = True                # False: play and evaluate only (no learner call)
+    demos: int = 0                    # train-fold gold paths played before epoch 1, into the offline library
     tune: str = ""                    # "es": evolve the search hyper-parameters (each epoch is a generation)
     es_population: int = 4            # even: antithetic pairs
     es_sigma: float = 0.3
@@ -56,7 +57,7 @@ def validate(params: TrainingParams) -> list[str]:
                  "continue_as_new_every"):
         if getattr(params, name) < 1:
             problems.append(f"{name} must be >= 1 (got {getattr(params, name)})")
-    for name in ("eval_episodes", "batch_size"):
+    for name in ("eval_episodes", "batch_size", "demos"):
         if getattr(params, name) < 0:
             problems.append(f"{name} must be >= 0 (got {getattr(params, name)})")
     if params.train and params.train_steps < 1:
@@ -86,6 +87,13 @@ def sample_tasks(envs: Sequence[str], seed: int, epoch: int, count: int, fold_si
     """`count` distinct train-fold seeds for this epoch; environments in turn so each gets its share."""
     seeds = _rng(seed, epoch, 0).sample(range(fold_size), count)
     return [Task(envs[(epoch + i) % len(envs)], s) for i, s in enumerate(seeds)]
+
+
+def demo_tasks(envs: Sequence[str], seed: int, count: int, fold_size: int) -> list[Task]:
+    """`count` distinct train-fold seeds to demonstrate (their own random stream: adding demonstrations
+    does not change which tasks the epochs play)."""
+    seeds = _rng(seed, 0, 1).sample(range(fold_size), min(count, fold_size))
+    return [Task(envs[i % len(envs)], s) for i, s in enumerate(seeds)]
 
 
 def eval_tasks(envs: Sequence[str], count: int) -> list[Task]:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TrainResult,
         TrainTask,
         agent_for,
+        demo_tasks,
         episode_id,
         es_candidates,
         es_decode,
@@ -123,6 +124,15 @@ class TrainingWorkflow:
         self.epoch_results = []
         fitness: list[float] = []
         search: dict[str, float] = {}
+        demos: list[EpisodeResult] = []
+        if epoch == 0 and p.demos and p.train:
+            # Offline experience (seed 004 §3): the environment's gold paths, trained on with the first
+            # epoch's episodes and kept in the learner's offline library from then on.
+            self.epoch_total = p.demos
+            # max_steps 0: the planner's limit, so a demonstration runs to the end of its gold path.
+            demos = await self._play_all([self._task(epoch, "d", i, t, p.train_fold, "demo", max_steps=0) for i, t
+                                          in enumerate(demo_tasks(p.envs, p.seed, p.demos, p.fold_size))], count=True)
+            self.epoch_results = []
         if p.tune == "es":
             played, fitness = await self._es_generation(epoch, tasks, agent)
             search = es_decode(self.state.es_mean)
@@ -135,7 +145,8 @@ class TrainingWorkflow:
             self.phase = "training"
             train = await workflow.execute_activity_method(
                 TrainingActivities.train_policy,
-                TrainTask(p.train_steps, p.batch_size, p.seed * 1000 + epoch + 1, [r.episode_id for r in played],
+                TrainTask(p.train_steps, p.batch_size, p.seed * 1000 + epoch + 1,
+                          [r.episode_id for r in [*demos, *played]],
                           p.train_wait_s, f"{workflow.info().workflow_id}-e{epoch}-train"),
                 start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY,
                 heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
@@ -177,10 +188,11 @@ class TrainingWorkflow:
         return played, fitness
 
     def _task(self, epoch: int, kind: str, index: int, task: Task, fold: str, agent: str,
-              search: dict[str, float] | None = None) -> EpisodeTask:
+              search: dict[str, float] | None = None, max_steps: int | None = None) -> EpisodeTask:
         p = self.params
         return EpisodeTask(episode_id(workflow.info().workflow_id, epoch, kind, index), task.env, task.seed, fold,
-                           agent, p.simulations, p.max_steps, self.state.policy_version, search or {})
+                           agent, p.simulations, p.max_steps if max_steps is None else max_steps,
+                           self.state.policy_version, search or {})
 
     async def _play_all(self, tasks: list[EpisodeTask], count: bool = False) -> list[EpisodeResult]:
         """Play tasks `parallelism` at a time, in order of the list; none starts while paused."""

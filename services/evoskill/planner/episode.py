@@ -32,7 +32,8 @@ from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
 
 log = logging.getLogger(__name__)
-AGENTS = ("mcts", "random", "policy", "policy+mcts")
+# "demo" follows the environment's gold path: a demonstration for the learner's offline library.
+AGENTS = ("mcts", "random", "policy", "policy+mcts", "demo")
 
 
 def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, seed: int) -> SearchConfig:
@@ -161,7 +162,7 @@ class EpisodePlayer:
             span.set_attribute("evoskill.agent", agent)
             session = self.sandbox.CreateSession(
                 sandbox_pb2.CreateSessionRequest(env_spec=request.env_spec, seed=request.seed, fold=fold,
-                                                 episode_id=episode_id), timeout=180)
+                                                 episode_id=episode_id, gold_path=agent == "demo"), timeout=180)
             self.completed = events_pb2.EpisodeCompleted(
                 episode_id=episode_id, env_spec=request.env_spec, seed=request.seed, fold=fold, agent=agent,
                 policy_version=request.config.policy_version)
@@ -173,6 +174,8 @@ class EpisodePlayer:
     def _loop(self, request: planner_pb2.PlayEpisodeRequest, agent: str, session: Any, max_steps: int,
               rng: random.Random) -> Iterator[planner_pb2.EpisodeUpdate]:
         obs = session.observation
+        if agent == "demo" and not session.gold_path:
+            raise ValueError(f"{request.env_spec} gives no gold path to demonstrate (agent 'demo')")
         env_steps = 0
         for index in range(max_steps):
             actions = list(obs.valid_actions)
@@ -182,7 +185,12 @@ class EpisodePlayer:
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
-                chosen = self._act(session.session_id, obs, actions, target)
+                chosen = self._act(session.session_id, obs, target)
+            elif agent == "demo":
+                if index >= len(session.gold_path):
+                    break
+                chosen = session.gold_path[index]
+                self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
                 env_steps += cost
@@ -210,12 +218,9 @@ class EpisodePlayer:
     def _finish(self, obs: Any, env_steps: int) -> None:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
 
-    def _act(self, session_id: str, obs: Any, actions: list[str], target: events_pb2.SearchTarget) -> str:
-        """θ's most likely action among the candidates search would consider: the sandbox steps the children
-        once (no search, no scoring beyond that) and the actions that change nothing are left out, as in
-        search; θ alone cannot tell a door it already opened from a closed one as well as the world can.
-        Like search, θ reads which candidates lead back to a state the episode has been in."""
-        assert self.policy is not None
+    def _candidates(self, session_id: str, target: events_pb2.SearchTarget) -> SandboxSearch:
+        """The current state with its children stepped once (no search, no scoring beyond that): records
+        the templates and which candidates lead back to a state the episode has been in, as search does."""
         env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=self.settings.prefetch_children,
                             visited=frozenset(self.visited))
         env.root()
@@ -223,9 +228,16 @@ class EpisodePlayer:
         target.templates.extend(root.templates)
         target.seen.extend(env.seen((), root.observation.valid_actions))
         self.visited.add(root.state_key)
-        candidates = list(env.actions(()))
+        return env
+
+    def _act(self, session_id: str, obs: Any, target: events_pb2.SearchTarget) -> str:
+        """θ's most likely action among the candidates search would consider: the actions that change
+        nothing are left out, as in search; θ alone cannot tell a door it already opened from a closed
+        one as well as the world can. Like search, θ reads which candidates lead back to a visited state."""
+        assert self.policy is not None
+        env = self._candidates(session_id, target)
         logits, _ = self.policy([(*state_text(obs), *env.candidates(()))])
-        return candidates[int(np.argmax(logits[0]))]
+        return list(env.actions(()))[int(np.argmax(logits[0]))]
 
     def _root_bonus(self, env_spec: str, env: SandboxSearch) -> np.ndarray | None:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
