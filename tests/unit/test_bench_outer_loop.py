@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from rich.console import Console
 
-from evoskill.bench.outer_loop import AgentRow, EvalArgs, show, summary
+from evoskill.bench.outer_loop import AgentRow, EvalArgs, reused_baselines, show, summary
 
 
 def test_summary_compares_theta_with_the_baselines_over_seeds() -> None:
@@ -30,3 +33,18 @@ def test_summary_compares_theta_with_the_baselines_over_seeds() -> None:
     show(console, result)
     text = console.export_text()
     assert "80% ± 10%" in text and "in 2 of 3 seeds" in text
+
+
+def test_baselines_are_reused_only_from_a_run_of_the_same_games(tmp_path: Path) -> None:
+    rows = [AgentRow("random", 0, [0.3], [0.3]), AgentRow("uniform-prior MCTS", 8, [0.0], [0.23]),
+            AgentRow("uniform-prior MCTS", 24, [0.1], [0.4]), AgentRow("θ + MCTS", 8, [0.1], [0.3]),
+            AgentRow("θ alone", 0, [0.0], [0.1])]
+    args = EvalArgs("twx:cookingworld", 10, 30, 2)
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps(summary(args, [0], rows, {0: [1.0, 2.0]}, "")))
+    reused = reused_baselines(earlier, args, 8, 3)
+    assert [(r.simulations, r.score) for r in reused] == [(0, [0.3]), (8, [0.23]), (24, [0.4])]
+    with pytest.raises(ValueError, match="other baselines"):
+        reused_baselines(earlier, EvalArgs("twx:cookingworld", 20, 30, 2), 8, 3)  # other games
+    with pytest.raises(ValueError, match="other baselines"):
+        reused_baselines(earlier, args, 4, 3)  # other budgets

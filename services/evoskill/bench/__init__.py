@@ -59,9 +59,12 @@ def outer_loop(
     parallel: int = typer.Option(2, help="Test games played at once."),
     work_dir: Path = typer.Option(Path(".evoskill/bench/outer-loop"), help="Stacks, reports and logs go here."),
     json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
+    baselines_from: Path | None = typer.Option(
+        None, help="Reuse the baselines of an earlier summary (same env, games and simulations) instead of "
+                   "playing them again."),
 ) -> None:
     """Train θ on fresh stacks (one per seed) and compare it with random and uniform-prior MCTS."""
     from evoskill.bench.outer_loop import EvalArgs, run_outer_loop_bench  # starts stacks; imported only when run
 
     run_outer_loop_bench(EvalArgs(env, episodes, max_steps, parallel), [int(s) for s in seeds.split(",")],
-                         simulations, baseline_multiple, train_args, work_dir.resolve(), json_path)
+                         simulations, baseline_multiple, train_args, work_dir.resolve(), json_path, baselines_from)

@@ -97,8 +97,22 @@ def evaluate(args: EvalArgs, agent: str, simulations: int, env: dict[str, str], 
     return report
 
 
+def reused_baselines(path: Path, args: EvalArgs, simulations: int, baseline_multiple: int) -> list[AgentRow]:
+    """The baseline rows of an earlier run's summary, if it played the same test games with the same budgets
+    (the baselines do not depend on θ, and they are the slowest part on CookingWorld)."""
+    old = json.loads(path.read_text())
+    want = {"env": args.env, "test_episodes": args.episodes, "max_steps": args.max_steps}
+    got = {k: old.get(k) for k in want}
+    sims = [row["simulations"] for row in old["agents"][:3]]
+    if got != want or sims != [0, simulations, simulations * baseline_multiple]:
+        raise ValueError(f"{path} measured other baselines: {got}, simulations {sims}; this run needs {want}, "
+                         f"simulations {[0, simulations, simulations * baseline_multiple]}")
+    return [AgentRow(row["agent"], row["simulations"], row["success"], row["score"]) for row in old["agents"][:3]]
+
+
 def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, baseline_multiple: int,
-                         train_args: str, work_dir: Path, json_path: Path | None) -> dict[str, Any]:
+                         train_args: str, work_dir: Path, json_path: Path | None,
+                         baselines_from: Path | None = None) -> dict[str, Any]:
     console = Console()
     theta_search = AgentRow("θ + MCTS (policy+mcts)", simulations)
     theta_alone = AgentRow("θ alone (policy, greedy)", 0)
@@ -120,16 +134,11 @@ def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, bas
             console.print(f"  θ {version}: with search {theta_search.success[-1]:.0%}, "
                           f"alone {theta_alone.success[-1]:.0%}")
 
-    baselines = [AgentRow("random", 0), AgentRow("uniform-prior MCTS", simulations),
-                 AgentRow("uniform-prior MCTS", simulations * baseline_multiple)]
-    folder = work_dir / "baselines"
-    console.print(f"[bold]baselines[/] on a fresh stack under {folder}")
-    with stack(folder) as env:
-        for row in baselines:
-            agent = "random" if row.simulations == 0 else "mcts"
-            got = evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json")
-            row.success.append(got["success_rate"])
-            row.score.append(got["mean_score"])
+    if baselines_from is not None:
+        baselines = reused_baselines(baselines_from, args, simulations, baseline_multiple)
+        console.print(f"[bold]baselines[/] from {baselines_from}")
+    else:
+        baselines = play_baselines(args, simulations, baseline_multiple, work_dir / "baselines", console)
 
     result = summary(args, seeds, [*baselines, theta_search, theta_alone], curves, train_args)
     show(console, result)
@@ -137,6 +146,20 @@ def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, bas
         json_path.write_text(json.dumps(result, indent=2))
         console.print(f"wrote {json_path}")
     return result
+
+
+def play_baselines(args: EvalArgs, simulations: int, baseline_multiple: int, folder: Path,
+                   console: Console) -> list[AgentRow]:
+    baselines = [AgentRow("random", 0), AgentRow("uniform-prior MCTS", simulations),
+                 AgentRow("uniform-prior MCTS", simulations * baseline_multiple)]
+    console.print(f"[bold]baselines[/] on a fresh stack under {folder}")
+    with stack(folder) as env:
+        for row in baselines:
+            agent = "random" if row.simulations == 0 else "mcts"
+            got = evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json")
+            row.success.append(got["success_rate"])
+            row.score.append(got["mean_score"])
+    return baselines
 
 
 def summary(args: EvalArgs, seeds: list[int], rows: list[AgentRow], curves: dict[int, list[float]],
