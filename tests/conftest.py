@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TemporalSettings
-from evoskill.stack.supervisor import binary, free_port, nats_ready, temporal_ready
+from evoskill.stack.supervisor import binary, free_port, free_ports, nats_ready, temporal_ready
 
 
 def _wait(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -77,13 +77,15 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def make_settings(state_dir: Path, **overrides: object) -> Settings:
     """Settings on free ports so tests never collide with a running stack or each other."""
+    services = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
+    nats, temporal, *ports = free_ports(2 + len(services))  # distinct: one-by-one picks may repeat a port
     fields: dict[str, object] = {
         "state_dir": state_dir,
-        "nats": NatsSettings(port=free_port(), backoff_s=[0.05, 0.1, 0.2], max_deliver=3),
-        "temporal": TemporalSettings(port=free_port(), task_queue=f"evoskill-test-{os.getpid()}"),
+        "nats": NatsSettings(port=nats, backoff_s=[0.05, 0.1, 0.2], max_deliver=3),
+        "temporal": TemporalSettings(port=temporal, task_queue=f"evoskill-test-{os.getpid()}"),
     }
-    for service in ("sandbox", "reward", "memory", "planner", "learner", "orchestrator"):
-        fields[f"{service}_endpoint"] = ServiceEndpoint(port=free_port())
+    for service, port in zip(services, ports, strict=True):
+        fields[f"{service}_endpoint"] = ServiceEndpoint(port=port)
     fields.update(overrides)
     return Settings(**fields)  # type: ignore[arg-type]
 

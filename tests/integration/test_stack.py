@@ -90,6 +90,14 @@ async def test_a_taken_port_is_refused_with_one_line(tmp_path: Path) -> None:
     assert f"port {taken}" in result.stderr and "Traceback" not in result.stderr
 
 
+async def test_two_components_on_one_port_are_refused(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    port = settings.reward_endpoint.port
+    settings = settings.model_copy(update={"orchestrator_endpoint": settings.reward_endpoint})
+    with pytest.raises(StackError, match=f"port {port} is set for both reward and orchestrator"):
+        await Stack(settings).start()
+
+
 def test_up_detached_status_and_down_through_the_cli(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     env = env_of(settings)

@@ -33,7 +33,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.stack.supervisor import free_port
+from evoskill.stack.supervisor import free_ports
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
@@ -73,10 +73,11 @@ def stack(folder: Path) -> Iterator[dict[str, str]]:
     """A fresh embedded stack on `folder` and free ports; yields the environment that reaches it."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    env = dict(os.environ, EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(free_port()),
-               EVOSKILL_TEMPORAL__PORT=str(free_port()), EVOSKILL_TEMPORAL__UI_PORT="0")
-    for name in SERVICES:
-        env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(free_port())
+    nats, temporal, *services = free_ports(2 + len(SERVICES))
+    env = dict(os.environ, EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(nats),
+               EVOSKILL_TEMPORAL__PORT=str(temporal), EVOSKILL_TEMPORAL__UI_PORT="0")
+    for name, port in zip(SERVICES, services, strict=True):
+        env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(port)
     log = folder / "bench.log"
     _cli("up", "--detach", env=env, log=log)
     try:

@@ -36,7 +36,7 @@ from rich.table import Table
 
 from evoskill.orchestrator.evaluate import episode_request, play
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TelemetrySettings, TemporalSettings
-from evoskill.stack.supervisor import Stack, free_port
+from evoskill.stack.supervisor import Stack, free_ports
 
 OFF, ON = "off", "on"
 SERVICES = ("sandbox", "reward", "planner")
@@ -134,13 +134,14 @@ def stack_settings(state_dir: Path, mode: str, telemetry: TelemetrySettings, nat
                    temporal_address: str = "") -> Settings:
     """Settings of one copy on free ports, its own stream, under its own state folder."""
     base = Settings()
+    nats, temporal, *services = free_ports(2 + len(SERVICES))
     return base.model_copy(update={
         "state_dir": state_dir / mode,
-        "nats": NatsSettings(url=nats_url, port=free_port(), stream=f"BENCH{mode.upper()}",
+        "nats": NatsSettings(url=nats_url, port=nats, stream=f"BENCH{mode.upper()}",
                              subject_prefix=f"bench{mode}"),
-        "temporal": TemporalSettings(address=temporal_address, port=free_port()),
+        "temporal": TemporalSettings(address=temporal_address, port=temporal),
         "telemetry": telemetry,
-        **{f"{name}_endpoint": ServiceEndpoint(port=free_port()) for name in SERVICES},
+        **{f"{name}_endpoint": ServiceEndpoint(port=port) for name, port in zip(SERVICES, services, strict=True)},
     })
 
 

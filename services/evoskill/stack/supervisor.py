@@ -110,6 +110,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports: all held at once while choosing (calls of `free_port` one after the
+    other may hand out the same port twice, and two servers of one stack would then share it)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in socks:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+
+
 @dataclass
 class Component:
     name: str
@@ -172,7 +182,11 @@ class Stack:
             binary("nats-server")
         if not self.settings.temporal.address:
             binary("temporal")
+        owners: dict[int, str] = {}
         for owner, host, port in self._planned_ports():
+            if port in owners:
+                raise StackError(f"port {port} is set for both {owners[port]} and {owner}; give each its own")
+            owners[port] = owner
             if not port_is_free(host, port):
                 raise StackError(f"port {port} on {host} (for {owner}) is already taken; free it or change the setting")
 
