@@ -245,7 +245,7 @@ def solve(
 @app.command("eval")
 def eval_cmd(
     env: Annotated[str, typer.Option(help="environment spec")],
-    agent: Annotated[str, typer.Option(help="random | mcts | policy | policy+mcts")] = "mcts",
+    agent: Annotated[str, typer.Option(help="random | mcts | policy | policy+mcts | demo (gold path)")] = "mcts",
     fold: str = "test",
     episodes: int = 20,
     simulations: int = 64,

@@ -10,7 +10,7 @@ import pytest
 
 from evoskill.common.v1.common_pb2 import Action, Observation, Transition
 from evoskill.core.learn import HashingFeaturizer, SkillVocab, episode_examples, make_inputs, state_text
-from evoskill.core.state_text import candidate_text
+from evoskill.core.state_text import candidate_text, notes_along
 from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep, SearchTarget
 
 OBJECTS = ("apple", "carrot", "knife", "coin", "key", "lamp")
@@ -124,6 +124,20 @@ def test_candidates_leading_back_to_a_visited_state_are_marked_for_theta() -> No
     # A target without the marks (an older planner) reads every candidate unmarked.
     (plain,) = episode_examples(make_episode("e", [make_step("g", "o", ["a", "b"], 0, visits=[1, 1])]))
     assert [text for text, _ in plain.candidates([1])] == ["b"]
+
+
+def test_what_the_agent_read_stays_in_the_goal_text_of_later_steps() -> None:
+    steps = [make_step("Cook a meal.", "A kitchen.", ["read cookbook", "take knife"], 0),
+             make_step("Cook a meal.", "You read it.", ["take knife", "open fridge"], 0),
+             make_step("Cook a meal.", "You take the knife.", ["open fridge", "read note"], 0)]
+    steps[0].transition.after.text = "Recipe: slice the carrot."
+    steps[1].transition.after.text = "You take the knife."
+    examples = episode_examples(make_episode("e", steps))
+    assert [ex.goal for ex in examples] == ["Cook a meal."] + ["Cook a meal.\nNotes: Recipe: slice the carrot."] * 2
+    # The planner tracks the notes the same way while it plays (one function for both).
+    assert notes_along("", ["read cookbook", "take knife"], ["Recipe: slice the carrot.", "Taken."]) == \
+        "Recipe: slice the carrot."
+    assert notes_along("old", ["read note"], ["new"]) == "new" and notes_along("old", ["read note"], [" "]) == "old"
 
 
 def test_skills_only_for_successful_episodes() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.reward import score_transition
 from evoskill.core.search import SearchConfig, search
 from evoskill.core.state_text import candidate_text
@@ -127,3 +128,12 @@ def test_retrieved_memories_tilt_the_root_priors(coin: EnvHost) -> None:
     env.root_bonus = memory_bonus(env.actions(()), env.templates(()), [good], weight=2.0)
     (logits,) = env.evaluate([()]).logits or []
     assert env.actions(())[int(logits.argmax())] == "move west"
+
+
+def test_a_document_read_inside_search_becomes_the_notes_below_it() -> None:
+    env = SandboxSearch(None, None, "s", notes="the episode's recipe")
+    for path, text in {("read note",): "Directions: dice the carrot.", ("read note", "take carrot"): "Taken.",
+                       ("take carrot",): "Taken."}.items():
+        env.nodes[path] = sandbox_pb2.ProbeResult(observation=Observation(text=text))
+    assert env.notes_at(()) == env.notes_at(("take carrot",)) == "the episode's recipe"
+    assert env.notes_at(("read note", "take carrot")) == "Directions: dice the carrot."

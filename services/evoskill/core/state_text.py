@@ -1,24 +1,51 @@
 """A state and its candidates as text, the one view the learner, the planner's θ and the memory all share
-(torch-free)."""
+(torch-free).
+
+What θ reads of a state: the goal, with the notes the agent has taken so far (the text of the last
+document it read: a recipe, instructions); the feedback, room and inventory; and each candidate action,
+marked where it leads back to a state the episode has already been in. The notes and the marks are
+the episode's memory: a state's own text shows only the present.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from evoskill.common.v1.common_pb2 import Observation
 
+NOTE_VERBS = ("read",)  # actions whose feedback is worth keeping: the document that was read
+SEEN_MARK = " (been there)"
 
-def state_text(observation: Observation) -> tuple[str, str]:
-    """(goal, observation text) of a state: the feedback, then the room and the inventory where the
-    adapter gives them (the feedback alone rarely says where the agent is)."""
+
+def state_text(observation: Observation, notes: str = "") -> tuple[str, str]:
+    """(goal and notes, observation text) of a state: the feedback, then the room and the inventory where
+    the adapter gives them (the feedback alone rarely says where the agent is)."""
     parts = [observation.text]
     parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
-    return observation.goal, "\n".join(p for p in parts if p)
+    goal = f"{observation.goal}\nNotes: {notes}" if notes else observation.goal
+    return goal, "\n".join(p for p in parts if p)
 
 
-SEEN_MARK = " (been there)"
+def is_note(action: str) -> bool:
+    """Whether `action`'s feedback becomes the agent's notes (`read cookbook`)."""
+    verb = action.split(" ", 1)[0].lower()
+    return verb in NOTE_VERBS
+
+
+def notes_after(notes: str, action: str, feedback: str) -> str:
+    """The notes once `action` has answered `feedback`: a read document replaces them."""
+    return feedback.strip() if is_note(action) and feedback.strip() else notes
+
+
+def notes_along(notes: str, actions: Sequence[str], feedbacks: Sequence[str]) -> str:
+    """The notes after a sequence of steps (`feedbacks[i]` answered `actions[i]`)."""
+    for action, feedback in zip(actions, feedbacks, strict=True):
+        notes = notes_after(notes, action, feedback)
+    return notes
 
 
 def candidate_text(action: str, seen: bool) -> str:
     """A candidate action as θ reads it: marked when it leads back to a state the episode has already
-    been in. A state's text shows the present only; the mark is the episode's memory, the one thing a
-    greedy θ needs to stop walking between two rooms (learner, planner search and θ alone all use it)."""
+    been in; without the mark a greedy θ walks between two rooms forever (learner, planner search and
+    θ alone all use it)."""
     return action + SEEN_MARK if seen else action

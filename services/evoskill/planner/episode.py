@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 
 from evoskill.core.search import SearchConfig, SearchResult, search
-from evoskill.core.state_text import state_text
+from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.llm import LlmProposer, tips_from_memories
@@ -68,13 +68,14 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, 
 
 def search_env(sandbox: Any, reward: Any, session_id: str, request: planner_pb2.SearchConfig, config: SearchConfig,
                settings: SearchSettings, policy: PolicyFn | None,
-               visited: frozenset[str] = frozenset()) -> SandboxSearch:
+               visited: frozenset[str] = frozenset(), notes: str = "") -> SandboxSearch:
     """The sandbox session as the search's environment, with the request's leaf-value settings.
-    `visited`: state keys the episode has already been in (search charges `revisit_penalty` there)."""
+    `visited`: state keys the episode has already been in (search charges `revisit_penalty` there);
+    `notes`: what the episode has read so far (θ reads it with each state)."""
     value_mix = request.value_mix if request.HasField("value_mix") else settings.value_mix
     return SandboxSearch(sandbox, reward, session_id, gamma=config.gamma, rollout_depth=config.rollout_depth,
                          value_mix=value_mix, prefetch_children=settings.prefetch_children,
-                         revisit_penalty=settings.revisit_penalty, visited=visited,
+                         revisit_penalty=settings.revisit_penalty, visited=visited, notes=notes,
                          policy=policy if request.agent == "policy+mcts" else None, seed=config.seed)
 
 
@@ -146,6 +147,7 @@ class EpisodePlayer:
     completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
     visited: set[str] = field(default_factory=set)  # state keys of the real states so far
+    notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
 
     def play(self, request: planner_pb2.PlayEpisodeRequest) -> Iterator[planner_pb2.EpisodeUpdate]:
         validate(request)
@@ -198,6 +200,7 @@ class EpisodePlayer:
                                                              publish=True))
             env_steps += 1
             transition = step.transition
+            self.notes = notes_after(self.notes, chosen, transition.after.text)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
             self.completed.steps.append(events_pb2.EpisodeStep(transition=transition, target=target,
                                                                reward=score.total))
@@ -222,7 +225,7 @@ class EpisodePlayer:
         """The current state with its children stepped once (no search, no scoring beyond that): records
         the templates and which candidates lead back to a state the episode has been in, as search does."""
         env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=self.settings.prefetch_children,
-                            visited=frozenset(self.visited))
+                            visited=frozenset(self.visited), notes=self.notes)
         env.root()
         root = env.nodes[()]
         target.templates.extend(root.templates)
@@ -236,7 +239,7 @@ class EpisodePlayer:
         one as well as the world can. Like search, θ reads which candidates lead back to a visited state."""
         assert self.policy is not None
         env = self._candidates(session_id, target)
-        logits, _ = self.policy([(*state_text(obs), *env.candidates(()))])
+        logits, _ = self.policy([(*state_text(obs, self.notes), *env.candidates(()))])
         return list(env.actions(()))[int(np.argmax(logits[0]))]
 
     def _root_bonus(self, env_spec: str, env: SandboxSearch) -> np.ndarray | None:
@@ -248,7 +251,7 @@ class EpisodePlayer:
         if memories:
             bonus += memory_bonus(actions, env.templates(()), memories, weight=self.settings.memory_weight)
         if self.llm is not None:
-            goal, state = state_text(env.nodes[()].observation)
+            goal, state = state_text(env.nodes[()].observation, self.notes)
             bonus += self.llm.rank(goal, state, actions, tips_from_memories(memories, self.llm.max_tips))
         return bonus if bonus.any() else None
 
@@ -270,7 +273,7 @@ class EpisodePlayer:
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
         config = resolve_config(request.config, self.settings, step_seed(request, index))
         env = search_env(self.sandbox, self.reward, session_id, request.config, config, self.settings, self.policy,
-                         frozenset(self.visited))
+                         frozenset(self.visited), self.notes)
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             root = env.root()

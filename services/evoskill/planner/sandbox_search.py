@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from evoskill.core.search import Evaluation, Root, Transition
-from evoskill.core.state_text import candidate_text, state_text
+from evoskill.core.state_text import candidate_text, notes_along, state_text
 from evoskill.planner.memory_hints import with_logit_bonus
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
@@ -44,6 +44,7 @@ class SandboxSearch:
     noop_penalty: float = 1.0
     revisit_penalty: float = 0.0
     visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
+    notes: str = ""  # what the episode has read so far (θ's state text carries it)
     policy: PolicyFn | None = None
     root_bonus: np.ndarray | None = None  # logit bonus per root candidate (retrieved memories, an LLM's ranking)
     seed: int = 0
@@ -108,6 +109,10 @@ class SandboxSearch:
         """The actions search considers at `path` (no-ops dropped); index i is the core's action i."""
         return self.useful[path]
 
+    def notes_at(self, path: Path) -> str:
+        """The notes at `path`: the episode's, replaced by a document read on the way."""
+        return notes_along(self.notes, path, [self.nodes[path[:k + 1]].observation.text for k in range(len(path))])
+
     def seen(self, path: Path, actions: Sequence[str] | None = None) -> list[bool]:
         """Per action at `path` (default: the ones search considers): it leads to a state the episode or
         the path has been in; False where the child was never stepped (too many actions to prefetch)."""
@@ -156,7 +161,7 @@ class SandboxSearch:
 
             # Each state as the learner saw it in training (`state_text`: feedback, room, inventory; and
             # `candidate_text`: the candidates marked where they lead back to a visited state).
-            inputs = [(*state_text(self.nodes[s].observation), *self.candidates(s)) for s in states]
+            inputs = [(*state_text(self.nodes[s].observation, self.notes_at(s)), *self.candidates(s)) for s in states]
             logits, policy_values = self.policy(inputs)
             values = (1.0 - self.value_mix) * np.asarray(policy_values, dtype=np.float64)
         if self.root_bonus is not None and () in states:

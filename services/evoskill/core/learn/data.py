@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from evoskill.core.learn.features import Featurizer
-from evoskill.core.state_text import candidate_text, state_text
+from evoskill.core.state_text import candidate_text, notes_after, state_text
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
@@ -71,9 +71,11 @@ def episode_examples(
     skills = tuple(dict.fromkeys(t for t in taken_templates if t)) if episode.won else ()
 
     examples: list[Example] = []
+    notes = ""  # what the agent has read so far, as the planner tracked it while playing
     for step, ret, taken_template in zip(episode.steps, returns, taken_templates, strict=True):
         tr, target = step.transition, step.target
         taken_text = tr.action.text
+        notes_before, notes = notes, notes_after(notes, taken_text, tr.after.text)
         searched = len(target.actions) > 0
         actions = tuple(target.actions) if searched else tuple(tr.before.valid_actions)
         if not actions and taken_text:
@@ -98,7 +100,7 @@ def episode_examples(
             q, q_mask, root_value = np.zeros(n, np.float32), np.zeros(n, bool), math.nan
         else:
             continue  # nothing to imitate and nothing searched
-        goal, observation = state_text(tr.before)
+        goal, observation = state_text(tr.before, notes_before)
         examples.append(
             Example(
                 episode_id=episode.episode_id,
