@@ -114,7 +114,8 @@ def reused_baselines(path: Path, args: EvalArgs, simulations: int, baseline_mult
 def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, baseline_multiple: int,
                          train_args: str, work_dir: Path, json_path: Path | None,
                          baselines_from: Path | None = None) -> dict[str, Any]:
-    console = Console()
+    # Redirected to a file, rich would wrap the tables at 80 columns; a log should keep them whole.
+    console = Console() if sys.stdout.isatty() else Console(width=140)
     theta_search = AgentRow("θ + MCTS (policy+mcts)", simulations)
     theta_alone = AgentRow("θ alone (policy, greedy)", 0)
     curves: dict[int, list[float]] = {}
