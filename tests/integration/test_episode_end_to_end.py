@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from evoskill.events.v1 import events_pb2
@@ -13,6 +11,7 @@ from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 from evoskill.platform.service import start_service
 from tests.integration.test_bus import isolated
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -55,10 +54,9 @@ async def test_one_mcts_episode_across_services_and_bus(services: Settings, span
                 config=planner_pb2.SearchConfig(num_simulations=24, rollout_depth=8, seed=1),
             )
             updates = [u async for u in planner.PlayEpisode(request, timeout=300)]
-        for _ in range(100):
-            if completed and len(scored) >= len(completed[0].steps):
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: bool(completed) and len(scored) >= len(completed[0].steps)
+                    and len(stats) >= len(completed[0].steps),
+                    "the episode's events: completed, a scored transition and search stats per step")
     finally:
         await watcher.stop()
 
