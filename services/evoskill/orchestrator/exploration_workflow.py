@@ -16,9 +16,9 @@ are cancelled) and rolls back. See docs/exploration.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from evoskill.orchestrator.training_logic import EpisodeResult, EpisodeTask, episode_id, sample_tasks
 
 T = TypeVar("T")
+R = TypeVar("R")
 EPISODE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                             maximum_interval=timedelta(seconds=30), maximum_attempts=5)
 CONTROL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
@@ -190,14 +191,18 @@ class ExplorationWorkflow:
             async with slots:
                 task = ShadowTask(episode_id(workflow.info().workflow_id, SHADOW, "s", index), env, seed, p.fold,
                                   self.versions.baseline, self.versions.candidate, p.simulations, p.max_steps)
-                result = await workflow.execute_activity_method(
-                    ExplorationActivities.shadow_episode, task, retry_policy=EPISODE_RETRY,
-                    start_to_close_timeout=timedelta(seconds=p.episode_timeout_s),
-                    heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
+                result = await self._episode(ExplorationActivities.shadow_episode, task)
             self.done += 1
             return result
 
         return list(await asyncio.gather(*(one(i, t.env, t.seed) for i, t in enumerate(tasks))))
+
+    async def _episode(self, activity: Callable[[Any, T], Awaitable[R]], task: T) -> R:
+        """One episode activity, with the episode retries, timeout and heartbeat every stage uses."""
+        p = self.params
+        return await workflow.execute_activity_method(
+            activity, task, retry_policy=EPISODE_RETRY, start_to_close_timeout=timedelta(seconds=p.episode_timeout_s),
+            heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
 
     async def _play(self, stage: int, kind: str, versions: list[str]) -> list[EpisodeResult]:
         """Episode i plays the stage's task i with policy version versions[i] ("" = the serving one)."""
@@ -210,10 +215,7 @@ class ExplorationWorkflow:
             task = EpisodeTask(episode_id(workflow.info().workflow_id, stage, kind, index), tasks[index].env,
                                tasks[index].seed, p.fold, "policy+mcts", p.simulations, p.max_steps, version)
             async with slots:
-                result = await workflow.execute_activity_method(
-                    TrainingActivities.play_episode, task, retry_policy=EPISODE_RETRY,
-                    start_to_close_timeout=timedelta(seconds=p.episode_timeout_s),
-                    heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
+                result = await self._episode(TrainingActivities.play_episode, task)
             self.done += 1
             return result
 
