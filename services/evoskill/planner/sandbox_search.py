@@ -5,8 +5,10 @@ its children are stepped in one sandbox call (`Simulate`) if there are at most `
 them, and their dense rewards come from the reward service in one `ScoreBatch`; the new nodes of one
 search round share those two calls (`step_batch`). Knowing the children up front lets search drop
 the actions that change nothing (inventory, look, closing a closed door): in a deterministic world
-such an edge is a self-loop that only burns a step. Leaf values mix the policy's value with the return
-of a random rollout the sandbox runs next to the environment (one `Simulate` per batch of leaves).
+such an edge is a self-loop that only burns a step. Reading a document the agent has not read yet
+changes its notes rather than the room, so it is not a no-op (θ alone could never read the recipe
+otherwise). Leaf values mix the policy's value with the return of a random rollout the sandbox runs
+next to the environment (one `Simulate` per batch of leaves).
 
 Search-time shaping (on top of the reward service's dense reward): an edge into an environment state
 the episode or the path has already visited costs `revisit_penalty`, so that undoing an action (close
@@ -94,8 +96,7 @@ class SandboxSearch:
         for parent in parents:
             actions = list(self.nodes[parent].observation.valid_actions)
             if parent in small:
-                key = self.nodes[parent].state_key
-                effective = [a for a in actions if self.nodes[(*parent, a)].state_key != key]
+                effective = [a for a in actions if self._changes((*parent, a))]
                 actions = effective or actions  # all no-ops: keep them, each a dead end (see step)
             self.useful[parent] = actions
 
@@ -124,7 +125,14 @@ class SandboxSearch:
         texts = [candidate_text(a, s) for a, s in zip(self.useful[path], self.seen(path), strict=True)]
         return texts, self.templates(path)
 
+    def _changes(self, path: Path) -> bool:
+        """The last action of `path` changes the world's state or the notes (a document read anew)."""
+        return (self.nodes[path].state_key != self.nodes[path[:-1]].state_key
+                or self.notes_at(path) != self.notes_at(path[:-1]))
+
     def _visited_before(self, path: Path) -> bool:
+        if self.notes_at(path) != self.notes_at(path[:-1]):
+            return False  # the same room, but the agent knows more than it did there
         key = self.nodes[path].state_key
         return key in self.visited or any(self.nodes[path[:k]].state_key == key for k in range(len(path)))
 
@@ -142,7 +150,7 @@ class SandboxSearch:
     def _transition(self, state: Path, path: Path) -> Transition:
         result = self.nodes[path]
         reward = self.rewards[path]
-        if result.state_key == self.nodes[state].state_key:
+        if not self._changes(path):
             # Nothing changed: a self-loop that only burns a step, so search treats it as a dead end
             # that costs `noop_penalty` (terminal, so it never looks better than stopping early).
             return Transition(path, min(reward, -self.noop_penalty), True, None, 0, None)
