@@ -170,6 +170,8 @@ class ExplorationWorkflow:
             aborted.cancel()
             return work.result()
         work.cancel()
+        # The stage ends with its activities' cancellation errors: taken here, not logged as never retrieved.
+        work.add_done_callback(lambda stopped: stopped.cancelled() or stopped.exception())
         raise Aborted()
 
     async def _roll_back(self, reason: str) -> None:
