@@ -17,16 +17,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from evoskill.clients.training import start_training
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-from evoskill.orchestrator.exploration_logic import (
+from evoskill.orchestrator.exploration.logic import (
     ExplorationInput,
     ExplorationParams,
     ExplorationResult,
     Thresholds,
 )
-from evoskill.orchestrator.exploration_workflow import ExplorationWorkflow
-from evoskill.orchestrator.training_client import start_training
+from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
 from evoskill.planner.service import PlannerServicer
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.rpc import channel

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from evoskill.orchestrator.episode_workflow import EpisodeInput, EpisodeWorkflow, PlayedEpisode
-from evoskill.orchestrator.service import connect
+from evoskill.orchestrator.episode.workflow import EpisodeInput, EpisodeWorkflow, PlayedEpisode
 from evoskill.platform.config import Settings
 from evoskill.platform.service import start_service
+from evoskill.platform.temporal import connect
 from tests.integration.test_bus import isolated
 
 pytestmark = pytest.mark.integration

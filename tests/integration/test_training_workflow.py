@@ -18,10 +18,10 @@ import pytest
 from rich.console import Console
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 
-from evoskill.orchestrator.jobs import check_stack
-from evoskill.orchestrator.training_client import run_training, start_training
-from evoskill.orchestrator.training_logic import TrainingInput, episode_id
-from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.clients.jobs import check_stack
+from evoskill.clients.training import run_training, start_training
+from evoskill.orchestrator.training.logic import TrainingInput, episode_id
+from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 
 pytestmark = pytest.mark.integration

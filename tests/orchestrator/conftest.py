@@ -13,7 +13,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from evoskill.orchestrator.service import WORKFLOWS
+from evoskill.orchestrator.worker import WORKFLOWS
 from evoskill.stack.supervisor import binary
 
 

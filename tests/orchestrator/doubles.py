@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from evoskill.orchestrator.exploration_logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
-from evoskill.orchestrator.training_logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
+from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
+from evoskill.orchestrator.training.logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
 
 
 @dataclass

@@ -12,15 +12,15 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from evoskill.orchestrator.exploration_logic import (
+from evoskill.orchestrator.exploration.logic import (
     ExplorationInput,
     ExplorationParams,
     ExplorationResult,
     Thresholds,
     canary_arms,
 )
-from evoskill.orchestrator.exploration_workflow import ExplorationWorkflow
-from evoskill.orchestrator.training_logic import episode_id
+from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
+from evoskill.orchestrator.training.logic import episode_id
 from tests.orchestrator.conftest import worker
 from tests.orchestrator.doubles import Exploration, Registry
 from tests.orchestrator.histories import keep

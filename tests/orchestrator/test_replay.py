@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from evoskill.orchestrator.service import WORKFLOWS
+from evoskill.orchestrator.worker import WORKFLOWS
 from tests.orchestrator.histories import FOLDER, RECORDING
 
 # One history per kind of run the tests record: every one must be there, so none is silently lost.

@@ -14,7 +14,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from evoskill.orchestrator.training_logic import (
+from evoskill.orchestrator.training.logic import (
     EpisodeTask,
     TrainingInput,
     TrainingParams,
@@ -23,7 +23,7 @@ from evoskill.orchestrator.training_logic import (
     episode_id,
     sample_tasks,
 )
-from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.orchestrator.conftest import worker
 from tests.orchestrator.doubles import Outcome, Training
 from tests.orchestrator.histories import keep

@@ -17,7 +17,7 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from evoskill.orchestrator.evaluate import episode_request, play
+    from evoskill.clients.episodes import episode_request, play
     from evoskill.platform.config import Settings
 
 

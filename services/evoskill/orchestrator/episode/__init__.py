@@ -1,0 +1,1 @@
+"""EpisodeWorkflow: one episode played by the planner, the root of an episode's trace."""
