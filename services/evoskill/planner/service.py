@@ -61,6 +61,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                           context: grpc.aio.ServicerContext) -> AsyncIterator[planner_pb2.EpisodeUpdate]:
         try:
             policy = await self.serving_policy(request.config)
+        except grpc.RpcError as exc:  # the learner's answer (UNAVAILABLE while it is down: retry later)
+            await context.abort(exc.code(), f"learner: {exc.details()}")  # type: ignore[attr-defined]
         except Exception as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             await context.abort(status_for(exc), f"{type(exc).__name__}: {message}")
