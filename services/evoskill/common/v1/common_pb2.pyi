@@ -64,7 +64,7 @@ class Failure(_message.Message):
     injected: bool
     def __init__(self, kind: _Optional[_Union[FailureKind, str]] = ..., message: _Optional[str] = ..., injected: _Optional[bool] = ...) -> None: ...
 
-class History(_message.Message):
+class HistoryDigest(_message.Message):
     __slots__ = ("actions", "feedbacks", "revealed_words")
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     FEEDBACKS_FIELD_NUMBER: _ClassVar[int]
@@ -93,5 +93,5 @@ class Transition(_message.Message):
     after: Observation
     env_reward: float
     failure: Failure
-    history: History
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., env_spec: _Optional[str] = ..., before: _Optional[_Union[Observation, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., after: _Optional[_Union[Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., history: _Optional[_Union[History, _Mapping]] = ...) -> None: ...
+    history: HistoryDigest
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., env_spec: _Optional[str] = ..., before: _Optional[_Union[Observation, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., after: _Optional[_Union[Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., history: _Optional[_Union[HistoryDigest, _Mapping]] = ...) -> None: ...

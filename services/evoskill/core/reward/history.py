@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from evoskill.common.v1.common_pb2 import History, Transition
+from evoskill.common.v1.common_pb2 import HistoryDigest, Transition
 
 K = TypeVar("K", int, str)
 _WORD = re.compile(r"[a-z0-9]+")
@@ -125,6 +125,7 @@ class EpisodeLog:
             log.record(action, feedback)
         return log
 
-    def digest(self) -> History:
-        return History(actions=_last(self.actions, HISTORY_LIMIT), feedbacks=_last(self.feedbacks, HISTORY_LIMIT),
-                       revealed_words=_last(self.revealed, REVEALED_LIMIT))
+    def digest(self) -> HistoryDigest:
+        return HistoryDigest(actions=_last(self.actions, HISTORY_LIMIT),
+                             feedbacks=_last(self.feedbacks, HISTORY_LIMIT),
+                             revealed_words=_last(self.revealed, REVEALED_LIMIT))
