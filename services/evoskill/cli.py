@@ -30,12 +30,33 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 @app.command("config")
-def config_cmd() -> None:
-    """Print every setting with its default and meaning (env: EVOSKILL_<GROUP>__<NAME>)."""
-    table = Table("setting", "default", "meaning")
-    for name, default, meaning in describe():
-        table.add_row(name, default, meaning)
-    console.print(table)
+def config_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable: one object per setting")] = False,
+) -> None:
+    """Every setting with the value in effect (defaults < EVOSKILL_CONFIG_FILE < environment), its default,
+    the variable that sets it and its meaning; changed values are bold."""
+    import json
+
+    rows = describe(Settings())
+    if as_json:
+        print(json.dumps([{"name": r.name, "value": _plain(r.value), "default": _plain(r.default),
+                           "variable": r.variable, "meaning": r.meaning} for r in rows], indent=1))
+        return
+    table = Table("setting", "in effect", "default", "variable", "meaning")
+    for r in rows:
+        changed = r.value != r.default
+        value = f"[bold]{_plain(r.value)}[/bold]" if changed else str(_plain(r.value))
+        table.add_row(r.name, value, str(_plain(r.default)), r.variable, r.meaning)
+    Console(width=max(console.width, 220)).print(table)  # never cut a setting's name
+
+
+def _plain(value: object) -> object:
+    """A setting as JSON and a person read it (paths and tuples as text and lists, not Python reprs)."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 @app.command()
@@ -366,5 +387,23 @@ def _mount_optional() -> None:
 
 _mount_optional()
 
+
+def main() -> None:
+    """The console entry point: a settings mistake is one line per setting and exit 2, not a traceback."""
+    from pydantic import ValidationError
+
+    from evoskill.platform.config import ConfigFileError, explain
+
+    try:
+        app()
+    except ValidationError as exc:
+        for line in explain(exc):
+            err.print(f"[red]error:[/red] {line}")
+        sys.exit(2)
+    except ConfigFileError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    app()
+    main()
