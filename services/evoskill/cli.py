@@ -75,6 +75,8 @@ def health(service: Annotated[str, typer.Argument(help="service name")]) -> None
     """Exit 0 when the service answers SERVING (container health checks)."""
     from evoskill.platform.rpc import check_health
 
+    if service not in SERVICES:
+        _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
     settings = Settings()
     ok = asyncio.run(check_health(settings.endpoint(service).target))
     raise typer.Exit(0 if ok else 1)
@@ -144,7 +146,8 @@ def _up_detached(settings: Settings) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             lines = log_path.read_text(errors="replace").strip().splitlines()
-            _fail(next((ln for ln in reversed(lines) if "error" in ln.lower()), f"supervisor exited ({LOCK_FILE})"))
+            line = next((ln for ln in reversed(lines) if "error" in ln.lower()), f"supervisor exited ({LOCK_FILE})")
+            _fail(line.split("error:", 1)[-1].strip())  # the supervisor's line already says "error:"
         state = read_state(settings)
         if state and state.get("supervisor_pid") == process.pid:
             _print_endpoints(settings)
