@@ -32,7 +32,10 @@ class WorkerCrashed(RuntimeError):
 
 def _worker_main(conn: Connection) -> None:
     os.setpgid(0, 0)  # own process group: killing it takes the JVM along
+    from evoskill.sandbox.confine import confine
     from evoskill.sandbox.host import EnvHost, Faults
+
+    confine()
 
     host: EnvHost | None = None
     while True:
