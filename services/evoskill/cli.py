@@ -301,7 +301,8 @@ def eval_cmd(
     async def main() -> None:
         async with services(settings, console.print):
             report = EvalReport(env, agent, fold, simulations, [],
-                                {"search": settings.search.model_dump(), "max_steps": max_steps, "policy": policy})
+                                {"search": settings.search.model_dump() | {"num_simulations": simulations},
+                                 "max_steps": max_steps, "policy": policy})  # what the planner was asked to use
             slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
