@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
 app = typer.Typer(help="evoskill: tool-using agents that improve their own skills.", no_args_is_help=True)
@@ -54,9 +55,11 @@ def health(service: Annotated[str, typer.Argument(help="service name")]) -> None
     """Exit 0 when the service answers SERVING (container health checks)."""
     from evoskill.platform.rpc import check_health
 
-    settings = Settings()
-    ok = asyncio.run(check_health(settings.endpoint(service).target))
-    raise typer.Exit(0 if ok else 1)
+    try:
+        target = Settings().endpoint(service).target
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
+    raise typer.Exit(0 if asyncio.run(check_health(target)) else 1)
 
 
 def _print_endpoints(settings: Settings) -> None:
@@ -311,6 +314,8 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
         asyncio.run(main())
     except grpc.aio.AioRpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
     except StackError as exc:
         _fail(str(exc))
 

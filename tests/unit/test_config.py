@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import Settings, describe
 
 
@@ -44,5 +45,5 @@ def test_every_setting_is_listed_with_a_meaning() -> None:
 
 
 def test_unknown_service_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="unknown service 'plannr'"):
+    with pytest.raises(InvalidInput, match="unknown service 'plannr'"):
         Settings().endpoint("plannr")

@@ -18,6 +18,8 @@ import yaml
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from evoskill.core.errors import InvalidInput
+
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
 
@@ -237,7 +239,7 @@ class Settings(BaseSettings):
 
     def endpoint(self, service: str) -> ServiceEndpoint:
         if service not in SERVICES:
-            raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+            raise InvalidInput(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
         endpoint: ServiceEndpoint = getattr(self, f"{service}_endpoint")
         return endpoint
 
@@ -273,7 +275,7 @@ class _FileSource(PydanticBaseSettingsSource):
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
         if not isinstance(data, dict):
-            raise ValueError(f"{name}: expected a mapping of settings at the top level")
+            raise InvalidInput(f"{name}: expected a mapping of settings at the top level")
         return data
 
 
