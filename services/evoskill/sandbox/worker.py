@@ -49,7 +49,10 @@ def _kind(exc: Exception) -> str:
 
 def _worker_main(conn: Connection) -> None:
     os.setpgid(0, 0)  # own process group: killing it takes the JVM along
+    from evoskill.sandbox.confine import confine
     from evoskill.sandbox.host import EnvHost, Faults
+
+    confine()
 
     host: EnvHost | None = None
     while True:
@@ -60,10 +63,10 @@ def _worker_main(conn: Connection) -> None:
         command, args = message[0], message[1:]
         try:
             if command == "open":
-                spec, seed, fold, episode_id, faults, read_only, gold = args
+                spec, seed, fold, episode_id, faults, read_only, gold, cache_dir = args
                 if host is not None:
                     host.close()
-                host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold)
+                host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold, cache_dir)
                 result: Any = (obs.SerializeToString(), host.env.gold_path() or [])
             elif command == "exit":
                 break
