@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
 app = typer.Typer(help="evoskill: tool-using agents that improve their own skills.", no_args_is_help=True)
@@ -373,6 +374,8 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
         asyncio.run(main())
     except grpc.aio.AioRpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
     except StackError as exc:
         _fail(str(exc))
 

@@ -9,6 +9,7 @@ import grpc
 import numpy as np
 import pytest
 
+from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.core.learn import HashingFeaturizer, Learner, OnnxPolicy, TrainConfig, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.learner.registry import PolicyRegistry
@@ -104,7 +105,7 @@ class RegistryLearner:
         self._check()
         try:
             entry = self.registry.get(request.version)
-        except KeyError as exc:
+        except NotFound as exc:
             raise LearnerError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
         self.fetched.append(entry.version)
         return learner_pb2.PolicyInfo(version=entry.version, onnx_model=self.registry.path(entry).read_bytes())
@@ -136,9 +137,9 @@ def test_store_fetches_versions_as_bytes_and_keeps_them(registry: PolicyRegistry
     first, second = store.get("v000001")(BATCH[:1])[0][0], latest(BATCH[:1])[0][0]
     assert not np.allclose(first, second)  # two different θ, really
     assert sorted(p.name for p in (tmp_path / "planner" / "policies").iterdir()) == ["v000001.onnx", "v000002.onnx"]
-    with pytest.raises(KeyError, match="not published"):
+    with pytest.raises(NotFound, match="not published"):
         store.get("v000009")
-    with pytest.raises(ValueError, match="not of the form"):
+    with pytest.raises(InvalidInput, match="not of the form"):
         store.get("latest")
 
 

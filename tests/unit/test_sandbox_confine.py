@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evoskill.sandbox.confine import MAX_OPEN_FILES, is_secret
-from evoskill.sandbox.worker import Worker
+from evoskill.sandbox.worker import Worker, WorkerError
 
 
 def _limits(pid: int) -> dict[str, str]:
@@ -21,7 +21,7 @@ def _limits(pid: int) -> dict[str, str]:
 def test_a_worker_gives_up_privileges() -> None:
     worker = Worker(memory_mb=0)
     try:
-        with pytest.raises(RuntimeError, match="no environment is open"):
+        with pytest.raises(WorkerError, match="no environment is open"):  # a bug in the worker, not bad input
             worker._call_blocking(30, ("valid_actions",))  # a round trip: the worker has confined itself
         assert "NoNewPrivs:\t1" in Path(f"/proc/{worker.pid}/status").read_text()
         limits = _limits(worker.pid)

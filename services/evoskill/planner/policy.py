@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import numpy as np
 
+from evoskill.core.errors import NotFound
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import feature_cache_dir, parse_version, version_name
@@ -101,7 +102,7 @@ class PolicyStore:
 
     def _fetch(self, version: str) -> Path:
         """The ONNX file of `version` ("" = latest) on the planner's disk, fetched from the learner unless
-        kept from before. NOT_FOUND -> KeyError; the learner's other errors pass through."""
+        kept from before. NOT_FOUND -> NotFound; the learner's other errors pass through."""
         kept = self.cache_dir / f"{version}.onnx"
         if version and kept.exists():  # versions are immutable: a file already here is the same policy
             return kept
@@ -109,7 +110,7 @@ class PolicyStore:
             info = self._learner().GetPolicy(learner_pb2.GetPolicyRequest(version=version))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.NOT_FOUND:
-                raise KeyError(exc.details()) from None
+                raise NotFound(exc.details() or f"policy {version!r} is not published") from None
             raise
         path = self.cache_dir / f"{info.version}.onnx"
         if not path.exists():
@@ -152,13 +153,13 @@ class PolicyStore:
 
         @bus.consumer(Subjects.POLICY_SERVING, events_pb2.PolicyServing, durable=durable, per_replica=True)
         async def on_serving(event: events_pb2.PolicyServing) -> None:
-            parse_version(event.version)  # malformed -> ValueError -> dead letter
+            parse_version(event.version)  # malformed -> InvalidInput -> dead letter
             if await asyncio.to_thread(self.serving_changed):
                 log.info("planner: now serving policy %s for an empty policy_version (%s)", self.serving,
                          event.reason)
 
     def get(self, version: str = "") -> OnnxPolicyFn:
-        """The policy of `version` ("" = the serving one, else the newest published); KeyError if there is
+        """The policy of `version` ("" = the serving one, else the newest published); NotFound if there is
         none such. Blocking (may fetch and load): call from a thread."""
         if not version and self._serving is None:
             self._serving = self._read_serving()
