@@ -52,19 +52,16 @@ class Episodes:
 
 
 class Training(Episodes):
-    """The TrainingWorkflow's activities: each Train makes the next version (or none, as a learner without it)."""
+    """The TrainingWorkflow's activities: each Train makes the next version."""
 
-    def __init__(self, outcome: Callable[[EpisodeTask], Outcome], makes_versions: bool = True) -> None:
+    def __init__(self, outcome: Callable[[EpisodeTask], Outcome]) -> None:
         super().__init__(outcome)
-        self.makes_versions = makes_versions
         self.trained: list[TrainTask] = []
         self.recorded: list[tuple[str, EpochMetrics]] = []
 
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
         self.trained.append(task)
-        if not self.makes_versions:
-            return TrainResult("", {}, 0, note="the learner does not implement Train yet")
         return TrainResult(f"v{len(self.trained):06d}", {"loss": 1.0 / len(self.trained)}, 8 * len(task.episode_ids))
 
     @activity.defn(name="training.record_epoch")

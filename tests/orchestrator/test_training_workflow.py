@@ -139,7 +139,7 @@ async def test_pause_holds_new_episodes_resume_plays_and_stop_ends_after_the_epo
 
 
 async def test_a_retried_episode_plays_again_under_its_id_and_counts_once(env: WorkflowEnvironment) -> None:
-    fake = Training(by_seed, makes_versions=False)
+    fake = Training(by_seed)
     p = params(epochs=2, eval_episodes=0)
     async with worker(env, fake.all()) as queue:
         handle = await start(env, queue, p)
@@ -150,9 +150,7 @@ async def test_a_retried_episode_plays_again_under_its_id_and_counts_once(env: W
     assert [t.episode_id for t in fake.attempts].count(retried) == 2
     assert sorted(result.episode_ids) == sorted(train_ids(handle.id, range(2), 2))
     assert result.history[0].train_episodes == 2
-    # A learner without Train: no version, so the next epoch still plays plain MCTS, and the reason is kept.
-    assert result.policy_version == "" and [m.agent for m in result.history] == ["mcts", "mcts"]
-    assert result.history[1].note == "the learner does not implement Train yet"
+    assert fake.trained[0].episode_ids == train_ids(handle.id, range(1), 2)  # trained on it once
 
 
 async def test_demonstrations_play_to_the_end_and_train_with_the_first_epoch(env: WorkflowEnvironment) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from evoskill.orchestrator.episode.workflow import EpisodeWorkflow, episode_activities
 from evoskill.orchestrator.exploration.activities import ExplorationActivities
 from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
 from evoskill.orchestrator.health.workflow import StackHealthWorkflow, check_service_health
@@ -21,13 +20,12 @@ from evoskill.orchestrator.training.activities import TrainingActivities
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 
-WORKFLOWS = [StackHealthWorkflow, TrainingWorkflow, ExplorationWorkflow, EpisodeWorkflow]
+WORKFLOWS = [StackHealthWorkflow, TrainingWorkflow, ExplorationWorkflow]
 
 
 def activities(settings: Settings) -> list[Callable[..., Any]]:
     """The real activities, bound to the worker's settings (where the services are)."""
-    return [check_service_health, *episode_activities(settings), *TrainingActivities(settings).all(),
-            *ExplorationActivities(settings).all()]
+    return [check_service_health, *TrainingActivities(settings).all(), *ExplorationActivities(settings).all()]
 
 
 def worker(client: Client, settings: Settings) -> Worker:

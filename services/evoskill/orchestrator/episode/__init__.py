@@ -1,1 +1,0 @@
-"""EpisodeWorkflow: one episode played by the planner, the root of an episode's trace."""
