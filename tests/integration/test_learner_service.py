@@ -273,3 +273,37 @@ async def test_planner_hot_swaps_to_a_published_policy_and_plays_policy_mcts(lea
         for service in reversed(running):
             await service.stop()
         await watcher.bus.stop()
+
+
+async def test_a_reader_policy_is_trained_published_and_played(learner_settings: Settings) -> None:
+    """learner.encoder = reader end to end: the learner trains and exports the reading encoder, and the
+    planner builds the token inputs the file's metadata names, for θ alone and for search."""
+    reader = learner_settings.learner.model_copy(update={"encoder": "reader", "reader_width": 16})
+    settings = learner_settings.model_copy(update={"learner": reader})
+    watcher = Watcher(settings)
+    await watcher.bus.start()
+    running = [await start_service(name, settings) for name in ("sandbox", "reward", "learner", "planner")]
+    planner_servicer = running[-1].parts.registrations[0][1]
+    assert isinstance(planner_servicer, PlannerServicer)
+    try:
+        async with channel(settings.endpoint("planner").target) as pch, \
+                channel(settings.endpoint("learner").target) as lch:
+            planner = planner_pb2_grpc.PlannerServiceStub(pch)
+            learner = learner_pb2_grpc.LearnerServiceStub(lch)
+            await play(planner, "demo-1", "demo")
+            reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["demo-1"], wait_seconds=30))
+            assert reply.policy_version == "v000001"
+            await until(lambda: planner_servicer.policies.latest == "v000001", "the planner to load v000001")
+            served = planner_servicer.policies.get("v000001").policy
+            assert served.net_config["encoder"] == "reader" and served.featurizer_spec["kind"] == "tokens"
+            alone = await play(planner, "alone-1", "policy")
+            searched = await play(planner, "searched-1", "policy+mcts")
+            assert alone[-1].finished and searched[-1].finished
+            priors = [s.prior for s in searched[0].search.root]
+            assert max(priors) - min(priors) > 1e-4  # the reader's priors, not uniform
+            await until(lambda: {"alone-1", "searched-1"} <= set(watcher.episodes), "both episodes")
+            assert {watcher.episodes[e].policy_version for e in ("alone-1", "searched-1")} == {"v000001"}
+    finally:
+        for service in reversed(running):
+            await service.stop()
+        await watcher.bus.stop()

@@ -1,5 +1,5 @@
-"""Serving θ in the planner: the PolicyFn adapter over an exported policy, and the policy store's
-versions, fetched as bytes from a learner (a stand-in answering GetPolicy and ListPolicies from a registry)."""
+"""Serving θ in the planner: the PolicyFn adapter over an exported policy (either encoder), and the policy
+store's versions, fetched as bytes from a learner (a stand-in answering GetPolicy and ListPolicies from a registry)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from evoskill.core.errors import InvalidInput, NotFound
-from evoskill.core.learn import HashingFeaturizer, Learner, OnnxPolicy, TrainConfig, episode_examples
+from evoskill.core.learn import Learner, OnnxPolicy, TrainConfig, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.learner.v1 import learner_pb2
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
 from evoskill.platform.config import LearnerSettings, Settings
 from tests.unit.test_learn_data import take_task_episode
+from tests.unit.test_learn_export import encoder_featurizer
 
 BATCH = [
     ("Your task is to eat the apple.", "You see an apple and a knife.", ["take apple", "take knife", "go north"],
@@ -27,9 +28,9 @@ BATCH = [
 ]
 
 
-def trained_learner(seed: int = 0) -> Learner:
-    learner = Learner(HashingFeaturizer(32), LearnerSettings(lr=3e-3),
-                      TrainConfig(hidden=16, skill_dim=8, max_skills=64, seed=seed))
+def trained_learner(seed: int = 0, encoder: str = "mlp") -> Learner:
+    learner = Learner(encoder_featurizer(encoder), LearnerSettings(lr=3e-3),
+                      TrainConfig(hidden=16, skill_dim=8, max_skills=64, seed=seed, width=16))
     rng = np.random.default_rng(seed)
     batch = learner.collate([ex for i in range(4) for ex in episode_examples(take_task_episode(f"e{i}", rng))])
     for _ in range(3):
@@ -37,9 +38,9 @@ def trained_learner(seed: int = 0) -> Learner:
     return learner
 
 
-@pytest.fixture(scope="module")
-def policy_fn(tmp_path_factory: pytest.TempPathFactory) -> OnnxPolicyFn:
-    path = trained_learner().export(tmp_path_factory.mktemp("policies"))
+@pytest.fixture(scope="module", params=["mlp", "reader"])
+def policy_fn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> OnnxPolicyFn:
+    path = trained_learner(encoder=request.param).export(tmp_path_factory.mktemp("policies"))
     return OnnxPolicyFn(OnnxPolicy(path), "v000001")
 
 

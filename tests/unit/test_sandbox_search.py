@@ -137,3 +137,23 @@ def test_a_document_read_inside_search_becomes_the_notes_below_it() -> None:
         env.nodes[path] = sandbox_pb2.ProbeResult(observation=Observation(text=text))
     assert env.notes_at(()) == env.notes_at(("take carrot",)) == "the episode's recipe"
     assert env.notes_at(("read note", "take carrot")) == "Directions: dice the carrot."
+
+
+def test_reading_a_document_is_a_candidate_until_its_text_is_in_the_notes() -> None:
+    """Reading changes the notes, not the room: θ alone could never read the recipe if it were a no-op."""
+    host, _ = EnvHost.open("twx:cookingworld?numLocations=1,numIngredients=2,numDistractorItems=3,includeDoors=0", 0,
+                           "train")
+    try:
+        host.step("take cookbook")  # seed 0 starts with the cookbook on the counter
+        env = SandboxSearch(HostSandbox(host), CoreReward(), "s")
+        env.root()
+        read = env.actions(()).index("read cookbook")
+        assert not env.seen(())[read] and "look around" not in env.actions(())
+        assert env.step((), read).reward > -1.0  # a real step, not a dead end
+        recipe = env.nodes[("read cookbook",)].observation.text
+        assert "Directions" in recipe and env.notes_at(("read cookbook",)) == recipe.strip()
+        again = SandboxSearch(HostSandbox(host), CoreReward(), "s", notes=recipe.strip())
+        again.root()
+        assert "read cookbook" not in again.actions(())
+    finally:
+        host.close()

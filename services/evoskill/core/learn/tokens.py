@@ -4,10 +4,13 @@ in the notes trivially learnable.
 
 A state is cut into segments: a start token, the goal, the notes (the part of the goal text after
 `state_text.NOTES_HEADER`), the observation (feedback and room) and the inventory (the observation from
-its last inventory heading on). Each candidate's tokens carry MATCH_FEATURES: whether the token, and
-the pair it ends, occur in those segments, whether it is the candidate's first (the verb), and whether
-the candidate leads back to a visited state (its " (been there)" mark, taken off the text). Word identity is what generalises to the test fold's unseen
-objects: a new ingredient's name is matched, not known.
+its last inventory heading on); and into clauses (lines and sentences: a recipe's direction, a room's
+"you see" list). Each candidate's tokens carry MATCH_FEATURES: whether the token, and the pair it ends,
+occur in those segments, how much of the candidate the best notes and room clauses cover, whether it
+is the candidate's first token (the verb), and whether the candidate leads back to a visited state (its
+" (been there)" mark, taken off the text). Each candidate also names the clauses that share its rarest
+words (`StateTokens.lines_named`), which the reader reads whole. Word identity is what generalises to
+the test fold's unseen objects: a new ingredient's name is matched, not known.
 
 Two vocabularies, named by the spec an exported policy records (`{"kind": "tokens", "vocab": ...}`):
 
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple

@@ -7,10 +7,13 @@ One update:
 2. featurise states and candidate actions (cached text features + skill rows of their templates);
 3. forward the policy/value network once;
 4. loss = CE(π_search, p_θ)                      AlphaZero distillation of the visit counts
-        + value_coef       · MSE(V_θ(s), G)         value regression to the discounted return
+        + value_coef       · Huber(V_θ(s), G)       value regression to the discounted return
         + pg_coef          · -Σ_a p_θ(a)(Q - V)    policy gradient with the search's advantages
         - entropy_coef     · H(p_θ)                 entropy bonus against early collapse
         + contrastive_coef · InfoNCE(skills)        co-used skills of successful episodes together
+   On a demonstration step (one-hot visits on the demonstrated action, no Q) this is behaviour cloning,
+   -log p_θ(a_demo), with V_θ regressed to the demonstration's own discounted return (the same shaped
+   rewards, on the same scale, as a searched step's); the policy-gradient term is zero there.
 5. Adam step after clipping the gradient norm to grad_clip;
 6. give the sampled steps their new priority |G - V_θ(s)|.
 
