@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -19,6 +21,7 @@ from evoskill.core.learn import OnnxPolicy
 from evoskill.envs import make_env
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+from evoskill.planner.policy import PolicyStore
 from evoskill.planner.service import PlannerServicer
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
@@ -231,8 +234,18 @@ async def play(stub: planner_pb2_grpc.PlannerServiceStub, episode_id: str, agent
     return [u async for u in stub.PlayEpisode(request, timeout=300)]
 
 
-async def test_planner_hot_swaps_to_a_published_policy_and_plays_policy_mcts(learner_settings: Settings) -> None:
-    settings = learner_settings
+@dataclass
+class Stack:
+    """Sandbox, reward, learner and planner running, with a watcher on the bus and stubs to call them."""
+
+    watcher: Watcher
+    planner: planner_pb2_grpc.PlannerServiceStub
+    learner: learner_pb2_grpc.LearnerServiceStub
+    policies: PolicyStore  # the planner's
+
+
+@asynccontextmanager
+async def stack(settings: Settings) -> AsyncIterator[Stack]:
     watcher = Watcher(settings)
     await watcher.bus.start()
     running = [await start_service(name, settings) for name in ("sandbox", "reward", "learner", "planner")]
@@ -241,69 +254,62 @@ async def test_planner_hot_swaps_to_a_published_policy_and_plays_policy_mcts(lea
     try:
         async with channel(settings.endpoint("planner").target) as pch, \
                 channel(settings.endpoint("learner").target) as lch:
-            planner = planner_pb2_grpc.PlannerServiceStub(pch)
-            learner = learner_pb2_grpc.LearnerServiceStub(lch)
-            err = await rpc_error(play(planner, "too-early", "policy+mcts"))
-            assert err.code() == grpc.StatusCode.NOT_FOUND and "no policy has been published" in (err.details() or "")
-
-            await play(planner, "mcts-1", "mcts")  # the planner's episode reaches replay over the bus
-            reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["mcts-1"], wait_seconds=30))
-            assert reply.policy_version == "v000001"
-            await until(lambda: planner_servicer.policies.latest == "v000001", "the planner to load v000001")
-
-            updates = await play(planner, "theta-1", "policy+mcts")
-            priors = [s.prior for s in updates[0].search.root]
-            assert max(priors) - min(priors) > 1e-4  # θ's priors, not uniform (root noise is off)
-            await until(lambda: "theta-1" in watcher.episodes, "EpisodeCompleted theta-1")
-            assert watcher.episodes["theta-1"].policy_version == "v000001"
-            assert watcher.episodes["theta-1"].agent == "policy+mcts"
-
-            reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["theta-1"], wait_seconds=30))
-            assert reply.policy_version == "v000002"
-            await until(lambda: planner_servicer.policies.latest == "v000002", "the planner to hot-swap to v000002")
-            await play(planner, "theta-2", "policy+mcts")
-            await play(planner, "pinned-1", "policy", version="v000001")
-            await until(lambda: {"theta-2", "pinned-1"} <= set(watcher.episodes), "the last two episodes")
-            assert watcher.episodes["theta-2"].policy_version == "v000002"
-            assert watcher.episodes["pinned-1"].policy_version == "v000001"
-            assert watcher.episodes["mcts-1"].policy_version == ""
-            err = await rpc_error(play(planner, "unknown", "policy", version="v000099"))
-            assert err.code() == grpc.StatusCode.NOT_FOUND
+            yield Stack(watcher, planner_pb2_grpc.PlannerServiceStub(pch), learner_pb2_grpc.LearnerServiceStub(lch),
+                        planner_servicer.policies)
     finally:
         for service in reversed(running):
             await service.stop()
         await watcher.bus.stop()
+
+
+async def test_planner_hot_swaps_to_a_published_policy_and_plays_policy_mcts(learner_settings: Settings) -> None:
+    async with stack(learner_settings) as running:
+        watcher, planner, learner = running.watcher, running.planner, running.learner
+        err = await rpc_error(play(planner, "too-early", "policy+mcts"))
+        assert err.code() == grpc.StatusCode.NOT_FOUND and "no policy has been published" in (err.details() or "")
+
+        await play(planner, "mcts-1", "mcts")  # the planner's episode reaches replay over the bus
+        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["mcts-1"], wait_seconds=30))
+        assert reply.policy_version == "v000001"
+        await until(lambda: running.policies.latest == "v000001", "the planner to load v000001")
+
+        updates = await play(planner, "theta-1", "policy+mcts")
+        priors = [s.prior for s in updates[0].search.root]
+        assert max(priors) - min(priors) > 1e-4  # θ's priors, not uniform (root noise is off)
+        await until(lambda: "theta-1" in watcher.episodes, "EpisodeCompleted theta-1")
+        assert watcher.episodes["theta-1"].policy_version == "v000001"
+        assert watcher.episodes["theta-1"].agent == "policy+mcts"
+
+        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["theta-1"], wait_seconds=30))
+        assert reply.policy_version == "v000002"
+        await until(lambda: running.policies.latest == "v000002", "the planner to hot-swap to v000002")
+        await play(planner, "theta-2", "policy+mcts")
+        await play(planner, "pinned-1", "policy", version="v000001")
+        await until(lambda: {"theta-2", "pinned-1"} <= set(watcher.episodes), "the last two episodes")
+        assert watcher.episodes["theta-2"].policy_version == "v000002"
+        assert watcher.episodes["pinned-1"].policy_version == "v000001"
+        assert watcher.episodes["mcts-1"].policy_version == ""
+        err = await rpc_error(play(planner, "unknown", "policy", version="v000099"))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
 
 
 async def test_a_reader_policy_is_trained_published_and_played(learner_settings: Settings) -> None:
     """learner.encoder = reader end to end: the learner trains and exports the reading encoder, and the
     planner builds the token inputs the file's metadata names, for θ alone and for search."""
     reader = learner_settings.learner.model_copy(update={"encoder": "reader", "reader_width": 16})
-    settings = learner_settings.model_copy(update={"learner": reader})
-    watcher = Watcher(settings)
-    await watcher.bus.start()
-    running = [await start_service(name, settings) for name in ("sandbox", "reward", "learner", "planner")]
-    planner_servicer = running[-1].parts.registrations[0][1]
-    assert isinstance(planner_servicer, PlannerServicer)
-    try:
-        async with channel(settings.endpoint("planner").target) as pch, \
-                channel(settings.endpoint("learner").target) as lch:
-            planner = planner_pb2_grpc.PlannerServiceStub(pch)
-            learner = learner_pb2_grpc.LearnerServiceStub(lch)
-            await play(planner, "demo-1", "demo")
-            reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["demo-1"], wait_seconds=30))
-            assert reply.policy_version == "v000001"
-            await until(lambda: planner_servicer.policies.latest == "v000001", "the planner to load v000001")
-            served = planner_servicer.policies.get("v000001").policy
-            assert served.net_config["encoder"] == "reader" and served.featurizer_spec["kind"] == "tokens"
-            alone = await play(planner, "alone-1", "policy")
-            searched = await play(planner, "searched-1", "policy+mcts")
-            assert alone[-1].finished and searched[-1].finished
-            priors = [s.prior for s in searched[0].search.root]
-            assert max(priors) - min(priors) > 1e-4  # the reader's priors, not uniform
-            await until(lambda: {"alone-1", "searched-1"} <= set(watcher.episodes), "both episodes")
-            assert {watcher.episodes[e].policy_version for e in ("alone-1", "searched-1")} == {"v000001"}
-    finally:
-        for service in reversed(running):
-            await service.stop()
-        await watcher.bus.stop()
+    async with stack(learner_settings.model_copy(update={"learner": reader})) as running:
+        planner, learner = running.planner, running.learner
+        await play(planner, "demo-1", "demo")
+        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["demo-1"], wait_seconds=30))
+        assert reply.policy_version == "v000001"
+        await until(lambda: running.policies.latest == "v000001", "the planner to load v000001")
+        served = running.policies.get("v000001").policy
+        assert served.net_config["encoder"] == "reader" and served.featurizer_spec["kind"] == "tokens"
+        alone = await play(planner, "alone-1", "policy")
+        searched = await play(planner, "searched-1", "policy+mcts")
+        assert alone[-1].finished and searched[-1].finished
+        priors = [s.prior for s in searched[0].search.root]
+        assert max(priors) - min(priors) > 1e-4  # the reader's priors, not uniform
+        episodes = running.watcher.episodes
+        await until(lambda: {"alone-1", "searched-1"} <= set(episodes), "both episodes")
+        assert {episodes[e].policy_version for e in ("alone-1", "searched-1")} == {"v000001"}
