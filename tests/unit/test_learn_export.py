@@ -38,14 +38,14 @@ CANDIDATES = [
 
 def encoder_featurizer(encoder: str) -> HashingFeaturizer | TokenFeaturizer:
     """The fast featuriser of each encoder: hashed n-gram vectors (mlp) or hashed word tokens (reader)."""
-    return TokenFeaturizer("hash", dim=16, buckets=256) if encoder == "reader" else HashingFeaturizer(32)
+    return TokenFeaturizer("hash", dim=16, buckets=256) if encoder.startswith("reader") else HashingFeaturizer(32)
 
 
-@pytest.fixture(scope="module", params=["mlp", "reader"])
+@pytest.fixture(scope="module", params=["mlp", "reader", "reader-attention"])
 def trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Learner, Path]:
     learner = Learner(
         encoder_featurizer(request.param), LearnerSettings(lr=3e-3),
-        TrainConfig(hidden=32, skill_dim=8, max_skills=64, width=16),
+        TrainConfig(hidden=32, skill_dim=8, max_skills=64, width=16, layers=int(request.param == "reader-attention")),
     )
     rng = np.random.default_rng(0)
     batch = learner.collate([ex for i in range(6) for ex in episode_examples(take_task_episode(f"e{i}", rng))])

@@ -179,7 +179,11 @@ class LearnerSettings(_Group):
         "embeddings) or hashed words (random table, no model files)"
     )
     reader_width: int = Field(64, description="Token representation width of the reader")
-    reader_layers: int = Field(2, description="Cross-attention layers of the reader")
+    reader_layers: int = Field(
+        0, description="Cross-attention layers of the reader, from every candidate token to all the state's (0: "
+        "the exact-match features, the clauses a candidate names and MaxSim against them do the reading, at half "
+        "the cost)"
+    )
     max_policy_age: int = Field(
         10, description="Online episodes this many policy versions old leave replay (wins go offline); 0 = never"
     )

@@ -43,7 +43,7 @@ class NetConfig:
     encoder: str = "mlp"  # "mlp": PolicyValueNet over text vectors; "reader": reader.ReaderNet over tokens
     vocab_size: int = 0  # reader: rows of the token table
     width: int = 64  # reader: token representation width
-    layers: int = 2  # reader: cross-attention layers (candidate tokens -> state tokens)
+    layers: int = 0  # reader: cross-attention layers (candidate tokens -> all state tokens)
     heads: int = 2  # reader: attention heads
     train_tokens: bool = False  # reader: fine-tune the token table (frozen: unseen words stay comparable)
 

@@ -169,8 +169,9 @@ class ReaderNet(nn.Module):
         # The clauses each candidate names, read whole: [B, A, K, L] membership -> mean token of each clause.
         b, a, k = cand_lines.shape
         named = ((ctx_clause[:, None, None, :] == cand_lines.unsqueeze(-1)) & (cand_lines > 0).unsqueeze(-1))
-        named = named.to(x.dtype).reshape(b, a * k, -1)
-        lines = ((named @ x) / named.sum(-1, keepdim=True).clamp(min=1.0)).reshape(b, a, k, -1)
+        named = named.to(x.dtype)
+        lines = (named.reshape(b, a * k, -1) @ x) / named.reshape(b, a * k, -1).sum(-1, keepdim=True).clamp(min=1.0)
+        lines = lines.reshape(b, a, k, -1)
         used = (cand_lines[..., :-1] > 0).to(x.dtype).unsqueeze(-1)
         note_lines = (lines[:, :, :-1] * used).sum(2) / used.sum(2).clamp(min=1.0)
         room_line = lines[:, :, -1]
@@ -181,9 +182,8 @@ class ReaderNet(nn.Module):
         s = self.state_encoder(torch.cat([pooled, average], dim=-1))  # [B, H]
 
         # MaxSim: [B, N, L] similarities, each candidate token restricted to the tokens of its candidate's clauses.
-        token_lines = torch.gather(cand_lines, 1, cand_slot.unsqueeze(-1).expand(-1, -1, k))  # [B, N, K]
-        allowed = ((ctx_clause[:, None, None, :] == token_lines.unsqueeze(-1)) & (token_lines > 0).unsqueeze(-1))
-        allowed = allowed.to(x.dtype).amax(2)  # [B, N, L]: 1 where the context token is in one of them
+        in_lines = named.amax(2)  # [B, A, L]: the context token is in one of the candidate's clauses
+        allowed = torch.gather(in_lines, 1, cand_slot.unsqueeze(-1).expand(-1, -1, in_lines.shape[-1]))  # [B, N, L]
         sim = (self.match_query(y) @ self.match_key(x).transpose(1, 2)) / math.sqrt(x.shape[-1])
         best = (sim * allowed + (allowed - 1.0) * 1e4).amax(-1) * allowed.amax(-1)  # [B, N]; 0 without clauses
         maxsim = (member @ (best.unsqueeze(-1) * gate)).squeeze(-1)  # [B, A]

@@ -186,8 +186,7 @@ class TokenFeaturizer:
             for j, (ids, seen) in enumerate(row_cands):
                 cand_ids[i, at : at + len(ids)] = ids
                 cand_slot[i, at : at + len(ids)] = j
-                cand_match[i, at : at + len(ids)] = state.match(ids, seen)
-                cand_lines[i, j] = state.lines_named(ids)
+                cand_match[i, at : at + len(ids)], cand_lines[i, j] = state.candidate(ids, seen)
                 at += len(ids)
             template_ids[i, : len(row_cands)] = [template_id(t) for _, t in candidates[i]]
             mask[i, : len(row_cands)] = True
@@ -210,6 +209,14 @@ class StateTokens:
         self.lines = [[(number, set(c)) for number, c in group] for group in (notes, room)]
         # A token found in many clauses ("in", "the") says little about which clause a candidate names.
         self.rarity = [self._rarity(lines) for lines in self.lines]
+        self._candidates: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, list[int]]] = {}
+
+    def candidate(self, ids: tuple[int, ...], seen: bool) -> tuple[np.ndarray, list[int]]:
+        """`match` and `lines_named` of a candidate, remembered (training reads the same steps many times)."""
+        got = self._candidates.get((ids, seen))
+        if got is None:
+            got = self._candidates[(ids, seen)] = (self.match(ids, seen), self.lines_named(ids))
+        return got
 
     @staticmethod
     def _rarity(lines: list[tuple[int, set[int]]]) -> dict[int, float]:

@@ -56,7 +56,7 @@ class TrainConfig:
     gamma: float = 0.97  # discount of the returns; keep it equal to the search's gamma
     hidden: int = 128
     width: int = 64  # reader: token representation width
-    layers: int = 2  # reader: cross-attention layers
+    layers: int = 0  # reader: cross-attention layers
     heads: int = 2  # reader: attention heads
     train_tokens: bool = False  # reader: fine-tune the token table
     skill_dim: int = 32
