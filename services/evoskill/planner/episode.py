@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -223,9 +224,11 @@ class EpisodePlayer:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
 
     def _candidates(self, session_id: str, target: events_pb2.SearchTarget) -> SandboxSearch:
-        """The current state with its children stepped once (no search, no scoring beyond that): records
-        the templates and which candidates lead back to a state the episode has been in, as search does."""
-        env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=self.settings.prefetch_children,
+        """The current state with all its children stepped once (no search, no scoring beyond that): records
+        the templates and which candidates lead back to a state the episode has been in, as search does.
+        Every child, however many (search caps them at `prefetch_children` per node; here it is one call a
+        real step): a greedy θ offered a no-op such as `look around` would pick it forever."""
+        env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=sys.maxsize,
                             visited=frozenset(self.visited), notes=self.notes)
         env.root()
         root = env.nodes[()]
