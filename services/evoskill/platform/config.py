@@ -18,6 +18,8 @@ import yaml
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from evoskill.core.search_config import SearchConfig
+
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
 
@@ -84,40 +86,6 @@ class SandboxSettings(BaseModel):
     fault_probability: float = Field(0.0, description="Probability that a step fails with an injected fault")
     fault_timeout_probability: float = Field(0.0, description="Probability that a step times out (injected)")
     read_only: bool = Field(False, description="Refuse actions that change the world (dry-run mode)")
-
-
-class SearchSettings(BaseModel):
-    """Seed 000 §4: MCTS parameters (defaults inside the suggested ranges)."""
-
-    num_simulations: int = Field(64, description="Simulations per real step (seed range 50-2000)")
-    c_puct: float = Field(1.414, description="Exploration weight of PUCT (1.0-2.5)")
-    dirichlet_alpha: float = Field(0.3, description="Dirichlet noise concentration at the root")
-    dirichlet_weight: float = Field(0.25, description="Share of the root prior replaced by noise")
-    rollout_depth: int = Field(10, description="Steps of a rollout from a leaf (5-20)")
-    gamma: float = Field(0.97, description="Discount factor (0.95-0.99)")
-    value_mix: float = Field(
-        1.0, description="Leaf value = (1-mix)*value network + mix*rollout return (1 = rollouts only, no θ needed)"
-    )
-    early_stop_fraction: float = Field(0.8, description="Stop when one root action holds this share of visits")
-    max_children: int = Field(0, description="Hard cap on children considered per node (0 = off)")
-    widening_k: float = Field(0.0, description="Progressive widening: consider ceil(k*N^alpha) children (0 = off)")
-    widening_alpha: float = Field(0.5, description="Progressive widening exponent")
-    hierarchical: bool = Field(False, description="Template-first expansion: pick a skill, then its arguments")
-    transpositions: bool = Field(True, description="Share nodes reached by different paths to the same state")
-    prefetch_children: int = Field(
-        32,
-        description="Step all children of a new node in one sandbox call when it has at most this many actions; "
-        "search then drops the actions that change nothing",
-    )
-    revisit_penalty: float = Field(
-        0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
-    )
-    memory_weight: float = Field(
-        0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"
-    )
-    memory_limit: int = Field(8, description="Experiences retrieved per real step when memory_weight > 0")
-    batch_size: int = Field(8, description="Leaves evaluated together under virtual loss")
-    max_episode_steps: int = Field(50, description="Real steps before an episode is cut off")
 
 
 class RewardSettings(BaseModel):
@@ -218,7 +186,7 @@ class Settings(BaseSettings):
     learner_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50065))
     orchestrator_endpoint: ServiceEndpoint = Field(default_factory=lambda: ServiceEndpoint(port=50066))
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)  # type: ignore[arg-type]
-    search: SearchSettings = Field(default_factory=SearchSettings)  # type: ignore[arg-type]
+    search: SearchConfig = Field(default_factory=SearchConfig)  # type: ignore[arg-type]
     reward: RewardSettings = Field(default_factory=RewardSettings)  # type: ignore[arg-type]
     learner: LearnerSettings = Field(default_factory=LearnerSettings)  # type: ignore[arg-type]
     memory: MemorySettings = Field(default_factory=MemorySettings)  # type: ignore[arg-type]

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 
 from evoskill.common.v1.common_pb2 import Transition
+from evoskill.core.state_key import normalise
 
 _WORD = re.compile(r"[a-z0-9]+")
-_SPACE = re.compile(r"\s+")
 
 # Words that never name an object or a result: articles, prepositions, pronouns.
 STOPWORDS = frozenset(
@@ -24,11 +24,6 @@ STOPWORDS = frozenset(
     | {"down", "out", "off", "and", "or", "it", "its", "this", "that", "is", "are", "be", "my", "your"}
     | {"some", "all"}
 )
-
-
-def normalise(text: str) -> str:
-    """Case and whitespace do not make an action or an observation new."""
-    return _SPACE.sub(" ", text.strip().lower())
 
 
 def words(text: str) -> frozenset[str]:

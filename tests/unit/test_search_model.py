@@ -1,39 +1,42 @@
-"""SandboxSearch over a real TextWorldExpress game, with the sandbox host and reward core in-process."""
+"""The search's environment model over a real TextWorldExpress game, with the sandbox host in-process
+(its `simulate` is what the sandbox's Simulate answers) and the reward scored in-process."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from evoskill.common.v1.common_pb2 import Observation
-from evoskill.core.reward import score_transition
+from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, search
+from evoskill.core.search.advice import memories, ranking, theta
+from evoskill.core.search.model import ROLLOUT_SEED_STRIDE, SearchModel
 from evoskill.core.state_text import candidate_text
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.memory_hints import memory_bonus
-from evoskill.planner.sandbox_search import SandboxSearch
-from evoskill.platform.config import RewardSettings
-from evoskill.reward.v1 import reward_pb2
+from evoskill.platform.config import RewardSettings, Settings
+from evoskill.reward.service import RewardServicer
 from evoskill.sandbox.host import EnvHost
 from evoskill.sandbox.v1 import sandbox_pb2
 
+SCORE = Scorer(RewardSettings()).total
 
-class HostSandbox:
-    """The sandbox service's Simulate without the transport: the same EnvHost the worker runs."""
+
+class CountingHost:
+    """`EnvHost.simulate`, counting the calls (one call = one Simulate RPC in the planner)."""
 
     def __init__(self, host: EnvHost) -> None:
         self.host, self.calls = host, 0
 
-    def Simulate(self, request: sandbox_pb2.SimulateRequest) -> sandbox_pb2.SimulateReply:
+    def __call__(self, probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
         self.calls += 1
-        results, steps = self.host.simulate(list(request.probes), request.gamma)
-        return sandbox_pb2.SimulateReply(results=results, env_steps=steps)
+        return self.host.simulate(probes, gamma)
 
 
-class CoreReward:
-    def ScoreBatch(self, request: reward_pb2.ScoreBatchRequest) -> reward_pb2.ScoreBatchReply:
-        return reward_pb2.ScoreBatchReply(results=[score_transition(t, RewardSettings()) for t in request.transitions])
+def model(host: EnvHost, **config: Any) -> SearchModel:
+    visited = config.pop("visited", frozenset())
+    return SearchModel(host.simulate, SCORE, SearchConfig(**{"revisit_penalty": 0.0, **config}), visited)
 
 
 @pytest.fixture()
@@ -44,7 +47,7 @@ def coin() -> Any:
 
 
 def test_actions_that_change_nothing_are_not_candidates(coin: EnvHost) -> None:
-    env = SandboxSearch(HostSandbox(coin), CoreReward(), "s")
+    env = model(coin)
     root = env.root()
     valid = list(env.nodes[()].observation.valid_actions)
     assert "inventory" in valid and "look around" in valid
@@ -55,9 +58,9 @@ def test_actions_that_change_nothing_are_not_candidates(coin: EnvHost) -> None:
 
 
 def test_walking_back_to_a_visited_state_costs_the_revisit_penalty(coin: EnvHost) -> None:
-    plain = SandboxSearch(HostSandbox(coin), CoreReward(), "s")
+    plain = model(coin)
     plain.root()
-    shaped = SandboxSearch(HostSandbox(coin), CoreReward(), "s", revisit_penalty=0.5)
+    shaped = model(coin, revisit_penalty=0.5)
     shaped.root()
     # coin seed 0 starts in the kitchen with an open way west; west then east comes back.
     out = shaped.actions(()).index("move west")
@@ -72,7 +75,7 @@ def test_walking_back_to_a_visited_state_costs_the_revisit_penalty(coin: EnvHost
 
 
 def test_theta_reads_which_candidates_lead_back_to_visited_states(coin: EnvHost) -> None:
-    env = SandboxSearch(HostSandbox(coin), CoreReward(), "s")
+    env = model(coin)
     env.root()
     west = env.actions(()).index("move west")
     env.step((), west)
@@ -83,15 +86,15 @@ def test_theta_reads_which_candidates_lead_back_to_visited_states(coin: EnvHost)
     assert templates == env.templates(("move west",))
     # The episode's earlier states count too, and a no-op always leads back (to where it starts).
     there = env.nodes[("move west",)].state_key
-    remembered = SandboxSearch(HostSandbox(coin), CoreReward(), "s", visited=frozenset({there}))
+    remembered = model(coin, visited=frozenset({there}))
     remembered.root()
     assert remembered.seen(())[remembered.actions(()).index("move west")]
     assert remembered.seen((), ["inventory"]) == [True]
 
 
 def test_new_nodes_of_one_round_share_one_simulate_call(coin: EnvHost) -> None:
-    sandbox = HostSandbox(coin)
-    env = SandboxSearch(sandbox, CoreReward(), "s", rollout_depth=0)
+    sandbox = CountingHost(coin)
+    env = SearchModel(sandbox, SCORE, SearchConfig(rollout_depth=0))
     env.root()
     before = sandbox.calls
     transitions = env.step_batch([((), i) for i in range(len(env.actions(())))])
@@ -105,12 +108,11 @@ def test_search_wins_a_coin_game() -> None:
     visited: set[str] = set()
     try:
         for index in range(30):
-            env = SandboxSearch(HostSandbox(host), CoreReward(), "s", revisit_penalty=0.5,
-                                visited=frozenset(visited), seed=index)
+            env = SearchModel(host.simulate, SCORE, SearchConfig(num_simulations=32, batch_size=1, seed=index),
+                              frozenset(visited))
             root = env.root()
             visited.add(env.nodes[()].state_key)
-            result = search(root, env.step, SearchConfig(num_simulations=32, seed=index), env.evaluate,
-                            step_batch=env.step_batch)
+            result = search(root, env.step, env.config, env.evaluate, step_batch=env.step_batch)
             obs = host.step(env.actions(())[result.action]).after
             if obs.done:
                 break
@@ -120,20 +122,75 @@ def test_search_wins_a_coin_game() -> None:
 
 
 def test_retrieved_memories_tilt_the_root_priors(coin: EnvHost) -> None:
-    env = SandboxSearch(HostSandbox(coin), CoreReward(), "s", rollout_depth=0)
+    env = model(coin, rollout_depth=0)
     env.root()
     assert env.evaluate([()]).logits is None  # uniform without θ or memories
     good = memory_pb2.ScoredExperience(experience=memory_pb2.Experience(action="move west", success=True),
                                        similarity=0.9)
-    env.root_bonus = memory_bonus(env.actions(()), env.templates(()), [good], weight=2.0)
+    env.advice.append(memories([good], weight=2.0))
     (logits,) = env.evaluate([()]).logits or []
     assert env.actions(())[int(logits.argmax())] == "move west"
 
 
 def test_a_document_read_inside_search_becomes_the_notes_below_it() -> None:
-    env = SandboxSearch(None, None, "s", notes="the episode's recipe")
+    env = SearchModel(None, SCORE, notes="the episode's recipe")  # type: ignore[arg-type]
     for path, text in {("read note",): "Directions: dice the carrot.", ("read note", "take carrot"): "Taken.",
                        ("take carrot",): "Taken."}.items():
         env.nodes[path] = sandbox_pb2.ProbeResult(observation=Observation(text=text))
     assert env.notes_at(()) == env.notes_at(("take carrot",)) == "the episode's recipe"
     assert env.notes_at(("read note", "take carrot")) == "Directions: dice the carrot."
+
+
+def test_search_scores_its_steps_as_the_reward_service_does(coin: EnvHost) -> None:
+    """In-process rewards inside search, the same numbers as the reward service's for the same transitions."""
+    settings = Settings()
+    service = RewardServicer(settings)
+    env = SearchModel(coin.simulate, Scorer.for_settings(settings).total, SearchConfig(rollout_depth=0, seed=2))
+    env.run()
+    assert len(env.rewards) > 1  # the edges search took, and only those, were scored
+    assert len(env.rewards) < len(env.nodes) - 1
+    for path, reward in env.rewards.items():
+        assert reward == service.score(env.nodes[path].transition).total
+    imagined = env.reward(("move west",))
+    assert service.score(coin.step("move west")).total == imagined  # the real step, as search imagined it
+
+
+def test_advice_composes_theta_memories_and_a_ranking(coin: EnvHost) -> None:
+    read: list[Any] = []
+
+    def policy(inputs: Any) -> tuple[list[np.ndarray], np.ndarray]:
+        read.extend(inputs)
+        return [np.arange(len(i[2]), dtype=np.float32) for i in inputs], np.full(len(inputs), 0.5)
+
+    good = memory_pb2.ScoredExperience(experience=memory_pb2.Experience(action="move west", success=True),
+                                       similarity=0.9)
+    env = model(coin, value_mix=0.0)
+    env.root()
+    child = (env.actions(())[0],)
+    env.step((), 0)
+    env.advice += [theta(policy), memories([good], weight=2.0),
+                   ranking(lambda goal, state, actions: np.eye(len(actions))[-1])]
+    out = env.evaluate([(), child])
+    assert out.logits is not None
+    n, west = len(env.actions(())), env.actions(()).index("move west")
+    expected = np.arange(n, dtype=np.float64)
+    expected[west] += 2.0 * 0.9
+    expected[-1] += 1.0
+    np.testing.assert_allclose(out.logits[0], expected, rtol=1e-6)
+    np.testing.assert_allclose(out.logits[1], np.arange(len(env.actions(child))))  # outside advice: the root only
+    assert out.values.tolist() == [0.5, 0.5]
+    assert read[0][2] == env.candidates(())[0] and read[1][3] == env.templates(child)
+
+
+def test_leaf_values_mix_theta_with_the_rollout(coin: EnvHost) -> None:
+    def policy(inputs: Any) -> tuple[list[np.ndarray], np.ndarray]:
+        return [np.zeros(len(i[2])) for i in inputs], np.full(len(inputs), 2.0)
+
+    env = model(coin, value_mix=0.25, rollout_depth=12, seed=7)
+    env.advice.append(theta(policy))
+    env.root()
+    (value,) = env.evaluate([()]).values
+    (probe,), _ = coin.simulate([sandbox_pb2.Probe(rollout_depth=12, rollout_seed=7 * ROLLOUT_SEED_STRIDE + 1)], 0.97)
+    assert probe.rollout_steps > 0
+    assert value == pytest.approx(0.75 * 2.0 + 0.25 * probe.rollout_return)
+    assert model(coin, value_mix=1.0, rollout_depth=0).evaluate([()]).values.tolist() == [0.0]
