@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evoskill.core.errors import InvalidInput
 from evoskill.core.search_config import NOT_ON_THE_WIRE, SearchConfig
 from evoskill.planner.episode import resolve_config
 from evoskill.planner.v1 import planner_pb2
@@ -42,10 +43,10 @@ def test_zero_and_a_whole_budget_mean_off_as_the_proto_documents() -> None:
     assert off.max_children is None and off.widening_k is None and off.early_stop_fraction is None
 
 
-def test_a_bad_request_names_the_field() -> None:
-    with pytest.raises(ValueError, match="num_simulations"):
+def test_a_bad_request_is_bad_input_naming_the_field() -> None:
+    with pytest.raises(InvalidInput, match="num_simulations: Input should be greater than or equal to 1"):
         SearchConfig.from_proto(planner_pb2.SearchConfig(num_simulations=0), SearchConfig())
-    with pytest.raises(ValueError, match="value_mix"):
+    with pytest.raises(InvalidInput, match="value_mix"):
         SearchConfig.from_proto(planner_pb2.SearchConfig(value_mix=1.5), SearchConfig())
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evoskill.core.errors import InvalidInput
 from evoskill.planner.v1 import planner_pb2
 
 # Proto fields named and typed like the settings (the rest: `unvisited` below; agent and policy_version
@@ -36,6 +37,15 @@ def _number(value: int | float | str) -> float | None:
         return None
 
 
+class InvalidSearchConfig(ValidationError, InvalidInput):
+    """A bad search setting. Bad input at a service edge (INVALID_ARGUMENT), and still pydantic's error, so
+    that inside `Settings` the message names the setting and its variable."""
+
+    def __str__(self) -> str:
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'search config'}: {e['msg']} (got {e.get('input')!r})"
+                         for e in self.errors())
+
+
 class SearchConfig(BaseModel):
     """Seed 000 §4's MCTS parameters (defaults inside the suggested ranges) and the engineering ones.
 
@@ -43,7 +53,13 @@ class SearchConfig(BaseModel):
     count (the expansion counts as one visit, as in mctx) and Q(s,a) = r(s,a) + gamma * V(child).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, **settings: Any) -> None:
+        try:
+            super().__init__(**settings)
+        except ValidationError as error:
+            raise InvalidSearchConfig.from_exception_data(error.title, error.errors()) from None
 
     num_simulations: int = Field(64, ge=1, description="Simulations per real step (seed range 50-2000)")
     c_puct: float = Field(1.414, description="Exploration weight of PUCT (1.0-2.5)")
@@ -118,7 +134,7 @@ class SearchConfig(BaseModel):
         unvisited = message.WhichOneof("unvisited")
         if unvisited is not None:
             fields["unvisited_q"] = "parent" if unvisited == "unvisited_parent" else message.unvisited_value
-        return cls.model_validate({**base.model_dump(), **fields})
+        return cls(**{**base.model_dump(), **fields})
 
     def to_proto(self) -> planner_pb2.SearchConfig:
         """Every field set (off = 0, as the proto documents), so the receiver's settings do not show through."""

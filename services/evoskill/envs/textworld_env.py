@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.errors import InvalidInput
 from evoskill.envs.base import BaseTextEnv, TemplateMatcher, clamp01
 from evoskill.envs.spec import FOLDS, TW_RESERVED_OPTIONS, EnvSpec, EnvSpecError, parse_bool
 
@@ -188,7 +189,8 @@ def ensure_game(
     Returns (path, generated). Generation writes to a temporary folder renamed into place, so
     concurrent workers never see half-written games and a lost race only wastes one generation.
     """
-    final = game_dir(cache_dir, generator, argv, game_seed)
+    # Absolute: tw-make runs in a temporary working directory, where a relative --output would land elsewhere.
+    final = game_dir(cache_dir.resolve(), generator, argv, game_seed)
     game = final / "game.z8"
     if game.is_file() and (final / "game.json").is_file():
         return game, False
@@ -273,7 +275,7 @@ class TextWorldAdapter(BaseTextEnv):
         import textworld
 
         self._textworld = textworld
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+        self.cache_dir = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR).resolve()
         self.generate_timeout = generate_timeout
         self.generated = 0  # games this adapter had to generate (cache misses)
         self._env: Any = None
@@ -288,7 +290,7 @@ class TextWorldAdapter(BaseTextEnv):
     def game_file(self, seed: int, fold: str) -> Path:
         """The cached game file for (seed, fold), generated if missing."""
         if fold not in FOLDS:
-            raise ValueError(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
+            raise InvalidInput(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
         argv = tw_make_argv(self._spec, fold)
         path, generated = ensure_game(
             self._spec.name, argv, self.game_seed(seed, fold), self.cache_dir, timeout=self.generate_timeout

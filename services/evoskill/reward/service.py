@@ -48,7 +48,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.STEP_EXECUTED, events_pb2.StepExecuted)
     async def on_step(event: events_pb2.StepExecuted) -> None:
-        breakdown = servicer.score(event.transition)  # ValueError -> dead letter with the reason
+        breakdown = servicer.score(event.transition)  # InvalidInput -> dead letter with the reason
         await bus.publish(Subjects.REWARD_SCORED, scored_event(event.transition, breakdown))
 
     return ServiceParts(registrations=[(reward_pb2_grpc.add_RewardServiceServicer_to_server, servicer, SERVICE_NAME)])

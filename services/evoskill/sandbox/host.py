@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import PermissionDenied
 from evoskill.core.rollout import READ_ONLY_TEMPLATES, rollout
 from evoskill.core.state_key import state_key
 from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
@@ -63,8 +64,9 @@ class EnvHost:
 
     @classmethod
     def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
-             read_only: bool = False, gold_path: bool = True) -> tuple[EnvHost, common_pb2.Observation]:
-        env = make_env(spec, strict=True, gold_path=gold_path)
+             read_only: bool = False, gold_path: bool = True,
+             cache_dir: str | None = None) -> tuple[EnvHost, common_pb2.Observation]:
+        env = make_env(spec, strict=True, gold_path=gold_path, cache_dir=cache_dir)
         host = cls(env, spec, episode_id, faults or Faults(), read_only, seed)
         return host, host.reset(seed, fold)
 
@@ -85,7 +87,7 @@ class EnvHost:
 
     def check_action(self, action: str) -> None:
         if self.read_only and self.env.template(action) not in READ_ONLY_TEMPLATES:
-            raise PermissionError(f"read-only mode: {action!r} may change the world")
+            raise PermissionDenied(f"read-only mode: {action!r} may change the world")
 
     def step(self, action: str) -> common_pb2.Transition:
         """One real step; the env is in the session's state afterwards."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evoskill.common.v1.common_pb2 import Transition
+from evoskill.core.errors import InvalidInput
 from evoskill.core.reward.terms import DEFAULT_MAX_STEPS, score_transition
 from evoskill.platform.config import RewardSettings, Settings
 from evoskill.reward.v1.reward_pb2 import RewardBreakdown
@@ -22,7 +23,7 @@ class Scorer:
 
     def __call__(self, transition: Transition) -> RewardBreakdown:
         if not transition.action.text:
-            raise ValueError("transition.action.text is empty: nothing to score")
+            raise InvalidInput("transition.action.text is empty: nothing to score")
         return score_transition(transition, self.weights, max_steps=self.max_steps)
 
     def total(self, transition: Transition) -> float:

@@ -46,11 +46,6 @@ class SearchResult:
     tree: Tree  # every node's statistics, e.g. for training targets
     states: list[Any]  # states[n] is node n's state
 
-    @property
-    def visit_distribution(self) -> np.ndarray:
-        total = self.visit_counts.sum()
-        return self.visit_counts / total if total else self.visit_counts.astype(np.float64)
-
     def principal_variation(self) -> list[int]:
         return self.tree.principal_variation(0)
 
