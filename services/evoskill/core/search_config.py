@@ -59,7 +59,8 @@ class SearchConfig(BaseModel):
         try:
             super().__init__(**settings)
         except ValidationError as error:
-            raise InvalidSearchConfig.from_exception_data(error.title, error.errors()) from None
+            details: list[Any] = error.errors()  # ErrorDetails carry every key InitErrorDetails needs
+            raise InvalidSearchConfig.from_exception_data(error.title, details) from None
 
     num_simulations: int = Field(64, ge=1, description="Simulations per real step (seed range 50-2000)")
     c_puct: float = Field(1.414, description="Exploration weight of PUCT (1.0-2.5)")
