@@ -164,13 +164,19 @@ def test_advice_composes_theta_memories_and_a_ranking(coin: EnvHost) -> None:
 
     good = memory_pb2.ScoredExperience(experience=memory_pb2.Experience(action="move west", success=True),
                                        similarity=0.9)
-    env = model(coin, value_mix=0.0)
+    sandbox = CountingHost(coin)
+    env = SearchModel(sandbox, SCORE, SearchConfig(value_mix=0.0))
     env.root()
     child = (env.actions(())[0],)
     env.step((), 0)
     env.advice += [theta(policy), memories([good], weight=2.0),
                    ranking(lambda goal, state, actions: np.eye(len(actions))[-1])]
+    calls = sandbox.calls
     out = env.evaluate([(), child])
+    assert sandbox.calls == calls  # no rollouts at value_mix 0
+    env.config = env.config.model_copy(update={"value_mix": 1.0})
+    advised = env.advise([(), child])  # what θ alone acts on: the advice, never a rollout
+    assert sandbox.calls == calls and advised.values.tolist() == [0.5, 0.5]
     assert out.logits is not None
     n, west = len(env.actions(())), env.actions(()).index("move west")
     expected = np.arange(n, dtype=np.float64)

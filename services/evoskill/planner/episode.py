@@ -228,7 +228,7 @@ class EpisodePlayer:
         assert self.policy is not None
         env = self._candidates(session_id, target)
         env.advice.append(theta(self.policy))
-        (logits,) = env.evaluate([()]).logits or []
+        (logits,) = env.advise([()]).logits or []
         return list(env.actions(()))[int(np.argmax(logits))]
 
     def _advice(self, env_spec: str, env: SearchModel) -> list[Advice]:

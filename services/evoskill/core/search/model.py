@@ -119,10 +119,15 @@ class SearchModel:
         (transition,) = self.step_batch([(state, action)])
         return transition
 
-    def evaluate(self, states: Sequence[Path]) -> Evaluation:
+    def advise(self, states: Sequence[Path]) -> Evaluation:
+        """Priors and values from the advice alone (no rollouts): what θ alone acts on."""
         evaluation = Evaluation(None, np.zeros(len(states)))
         for advise in self.advice:
             evaluation = advise(self, states, evaluation)
+        return evaluation
+
+    def evaluate(self, states: Sequence[Path]) -> Evaluation:
+        evaluation = self.advise(states)
         mix = self.config.value_mix
         values = (1.0 - mix) * np.asarray(evaluation.values, dtype=np.float64)
         if mix > 0 and self.config.rollout_depth > 0:
