@@ -1,8 +1,9 @@
 """Play one episode through the services: search (or not) each step, act for real, score, record.
 
 Runs in a worker thread with blocking stubs, yielding one `EpisodeUpdate` per real step; the last
-update carries `finished`. The returned `EpisodeCompleted` holds the whole trajectory with the search
-targets of every step (visit distribution, Q values, priors, root value) for the learner.
+update carries `finished`. The returned `EpisodeCompleted` holds the whole trajectory, each step once
+(core/episode_record.py), with the search targets of every step (visit distribution, Q values, priors,
+root value) for the learner.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import grpc
 import numpy as np
 
+from evoskill.core.episode_record import record_step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.search import SearchConfig, SearchResult
 from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, theta
@@ -190,8 +192,7 @@ class EpisodePlayer:
             transition = step.transition
             self.notes = notes_after(self.notes, chosen, transition.after.text)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
-            self.completed.steps.append(events_pb2.EpisodeStep(transition=transition, target=target,
-                                                               reward=score.total))
+            record_step(self.completed, transition, target, score.total)
             self.completed.total_reward += score.total
             obs = transition.after
             finished = obs.done or index == max_steps - 1

@@ -32,8 +32,14 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
 
 
 def scored_event(transition: common_pb2.Transition, breakdown: reward_pb2.RewardBreakdown) -> events_pb2.RewardScored:
+    """The score with the step it scored, less what only scoring needed: the memory (the consumer) reads
+    the state's text, the action and the feedback, not the two valid-action lists or the history digest."""
+    step = common_pb2.Transition()
+    step.CopyFrom(transition)
+    del step.before.valid_actions[:], step.after.valid_actions[:]
+    step.ClearField("history")
     return events_pb2.RewardScored(
-        transition=transition,
+        transition=step,
         total=breakdown.total,
         terms=dict(breakdown.terms),
         completion=breakdown.completion,

@@ -4,7 +4,7 @@ The curiosity models (`core.reward.curiosity`, torch) are imported from their mo
 step never loads torch.
 """
 
-from evoskill.core.reward.history import EpisodeHistory
+from evoskill.core.reward.history import EpisodeHistory, EpisodeLog
 from evoskill.core.reward.scorer import Scorer
 from evoskill.core.reward.terms import (
     TERM_NAMES,
@@ -18,6 +18,7 @@ from evoskill.core.reward.terms import (
 __all__ = [
     "TERM_NAMES",
     "EpisodeHistory",
+    "EpisodeLog",
     "Scorer",
     "StepSignals",
     "score_transition",
