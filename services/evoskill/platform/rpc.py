@@ -121,10 +121,11 @@ async def start_server(
     """Serve each (add_XServicer_to_server, servicer, full service name) on `address` ("host:port";
     port 0 picks a free one). Health reports SERVING for "" and every service name."""
     settings = settings or GrpcSettings()
-    server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), RpcMetricsInterceptor()],
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
-    )
+    options: list[tuple[str, int]] = [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    if settings.max_connection_age_s > 0:
+        # GOAWAY after this age (calls in flight finish): clients reconnect, re-resolve and see new replicas.
+        options.append(("grpc.max_connection_age_ms", int(settings.max_connection_age_s * 1000)))
+    server = grpc.aio.server(interceptors=[aio_server_interceptor(), RpcMetricsInterceptor()], options=options)
     names: list[str] = []
     for add, servicer, name in registrations:
         add(servicer, server)
@@ -143,7 +144,8 @@ async def start_server(
 
 
 def service_config(settings: GrpcSettings) -> str:
-    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods."""
+    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods; calls spread
+    over every address the target resolves to (a headless Service's DNS name lists each replica)."""
     timeout = f"{settings.deadline_s:.3f}s"
     configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
     for service, (methods, seconds) in LONG_CALLS.items():
@@ -160,7 +162,7 @@ def service_config(settings: GrpcSettings) -> str:
                 "retryableStatusCodes": ["UNAVAILABLE"],
             },
         })
-    return json.dumps({"methodConfig": configs})
+    return json.dumps({"methodConfig": configs, "loadBalancingConfig": [{"round_robin": {}}]})
 
 
 def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Channel:
