@@ -222,6 +222,7 @@ def solve(
 
     from evoskill.orchestrator.evaluate import episode_request, play, services
 
+    _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
     settings = Settings()
 
     async def main() -> None:
@@ -263,7 +264,15 @@ def eval_cmd(
 
     from evoskill.orchestrator.evaluate import EpisodeOutcome, EvalReport, episode_request, play, services
 
+    _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
+                        parallel=parallel)
+    if json_path is not None:  # fail now, not after every episode was played
+        try:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
     settings = Settings()
+    refused: list[str] = []  # a bad-request answer: the whole evaluation is void
 
     async def main() -> None:
         async with services(settings, console.print):
@@ -283,6 +292,8 @@ def eval_cmd(
                             outcome = EpisodeOutcome(seed, False, 0.0, 0, 0, 0.0,
                                                      error=f"{exc.code().name}: {exc.details()}")
                             console.print(f"seed {seed}: {outcome.error}")
+                            if exc.code().name in BAD_REQUEST_CODES:
+                                refused.append(outcome.error)
                         progress.advance(task)
                         return outcome
 
@@ -297,8 +308,34 @@ def eval_cmd(
         if json_path is not None:
             json_path.write_text(json.dumps(report.to_json(), indent=2))
             console.print(f"wrote {json_path}")
+        if refused:
+            _fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
+        if all(e.error for e in report.episodes):
+            _fail("every episode failed in the services; see the errors above")
 
     _run_client(main)
+
+
+AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
+# Answers that mean the request was wrong, not that the agent lost: eval stops instead of counting them.
+BAD_REQUEST_CODES = ("INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION")
+
+
+def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> None:
+    """Refuse what could only produce lost episodes, before any service is started, naming the flag."""
+    from evoskill.envs import FOLDS, EnvSpecError, parse_spec
+
+    try:
+        parse_spec(env)
+    except EnvSpecError as exc:
+        _fail(f"--env {env!r}: {exc}", 2)
+    if agent not in AGENT_NAMES:
+        _fail(f"--agent {agent!r} is not one of {', '.join(AGENT_NAMES)}", 2)
+    if fold not in FOLDS:
+        _fail(f"--fold {fold!r} is not one of {', '.join(FOLDS)}", 2)
+    for name, value in positive.items():
+        if value < 1:
+            _fail(f"--{name.replace('_', '-')} must be at least 1 (got {value})", 2)
 
 
 def _run_client(main) -> None:  # type: ignore[no-untyped-def]

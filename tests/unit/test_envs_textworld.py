@@ -171,3 +171,17 @@ def test_generation_failure_is_a_spec_error(cache: Path) -> None:
         assert not list((cache / "tw-coin_collector").glob("level_301*"))
     finally:
         env.close()
+
+
+def test_relative_cache_dir_generates_where_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tw-make runs in a temporary working directory: a relative cache folder must still end up where it
+    # says, relative to the caller's directory (what `evoskill eval --env tw:...` uses by default).
+    monkeypatch.chdir(tmp_path)
+    env = make_env(COIN, cache_dir=Path("rel") / "cache")
+    try:
+        obs = env.reset(seed=0, fold="test")
+        assert obs.valid_actions
+        assert isinstance(env, TextWorldAdapter)
+        assert env.game_file(0, "test").is_relative_to(tmp_path / "rel" / "cache")
+    finally:
+        env.close()

@@ -188,7 +188,8 @@ def ensure_game(
     Returns (path, generated). Generation writes to a temporary folder renamed into place, so
     concurrent workers never see half-written games and a lost race only wastes one generation.
     """
-    final = game_dir(cache_dir, generator, argv, game_seed)
+    # Absolute: tw-make runs in a temporary working directory, where a relative --output would land elsewhere.
+    final = game_dir(cache_dir.resolve(), generator, argv, game_seed)
     game = final / "game.z8"
     if game.is_file() and (final / "game.json").is_file():
         return game, False
@@ -273,7 +274,7 @@ class TextWorldAdapter(BaseTextEnv):
         import textworld
 
         self._textworld = textworld
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+        self.cache_dir = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR).resolve()
         self.generate_timeout = generate_timeout
         self.generated = 0  # games this adapter had to generate (cache misses)
         self._env: Any = None

@@ -71,8 +71,9 @@ class EnvHost:
 
     @classmethod
     def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
-             read_only: bool = False, gold_path: bool = True) -> tuple[EnvHost, common_pb2.Observation]:
-        env = make_env(spec, strict=True, gold_path=gold_path)
+             read_only: bool = False, gold_path: bool = True,
+             cache_dir: str | None = None) -> tuple[EnvHost, common_pb2.Observation]:
+        env = make_env(spec, strict=True, gold_path=gold_path, cache_dir=cache_dir)
         host = cls(env, spec, episode_id, faults or Faults(), read_only, seed)
         return host, host.reset(seed, fold)
 

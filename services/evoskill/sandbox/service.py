@@ -59,6 +59,8 @@ class Session:
 class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
     def __init__(self, settings: Settings, bus: Bus | None) -> None:
         self.settings: SandboxSettings = settings.sandbox
+        cache = self.settings.textworld_cache_dir or settings.state_dir / "cache" / "textworld"
+        self.cache_dir = str(cache.resolve())  # tw-make's games, shared by the workers
         self.bus = bus
         self.sessions: dict[str, Session] = {}
         self.idle: list[Worker] = []
@@ -119,7 +121,7 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
         try:
             obs_bytes, gold_path = await worker.call(
                 max(self.settings.step_timeout_s, 120.0),  # first load may start a JVM or run tw-make
-                "open", spec, seed, fold, session.episode_id, faults, self.settings.read_only, gold,
+                "open", spec, seed, fold, session.episode_id, faults, self.settings.read_only, gold, self.cache_dir,
             )
         except Exception:
             self._release(worker)

@@ -43,10 +43,10 @@ def _worker_main(conn: Connection) -> None:
         command, args = message[0], message[1:]
         try:
             if command == "open":
-                spec, seed, fold, episode_id, faults, read_only, gold = args
+                spec, seed, fold, episode_id, faults, read_only, gold, cache_dir = args
                 if host is not None:
                     host.close()
-                host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold)
+                host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold, cache_dir)
                 result: Any = (obs.SerializeToString(), host.env.gold_path() or [])
             elif command == "exit":
                 break

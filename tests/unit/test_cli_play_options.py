@@ -1,0 +1,48 @@
+"""`evoskill eval` / `solve` refuse bad input before starting anything: one line naming the flag, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoskill.cli import app
+
+COIN = ["--env", "twx:coin"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--env", "twx:cokingworld"], "unknown TextWorldExpress game"),
+        (["--env", "twx:cookingworld?numLocations=abc"], "numLocations"),
+        ([*COIN, "--agent", "randum"], "--agent 'randum'"),
+        ([*COIN, "--fold", "validation"], "--fold 'validation'"),
+        ([*COIN, "--simulations", "0"], "--simulations"),
+        ([*COIN, "--max-steps", "-1"], "--max-steps"),
+        ([*COIN, "--episodes", "0"], "--episodes"),
+        ([*COIN, "--episodes", "-3"], "--episodes"),
+        ([*COIN, "--parallel", "0"], "--parallel"),
+    ],
+)
+def test_eval_refuses_bad_options(args: list[str], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, ["eval", *args])
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+    assert not (tmp_path / "state").exists()  # nothing was started
+
+
+def test_solve_refuses_bad_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, ["solve", *COIN, "--agent", "randum"])
+    assert result.exit_code == 2 and "--agent" in result.output
+
+
+def test_eval_json_folder_that_cannot_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(app, ["eval", *COIN, "--json", str(blocker / "sub" / "r.json")])
+    assert result.exit_code == 2 and "--json" in result.output
