@@ -82,7 +82,7 @@ class Step(State):
 class EpisodeRecord(_Strict):
     """One line of a library file."""
 
-    schema_: Literal[1] = Field(SCHEMA, alias="schema")
+    schema_: Literal[1] = Field(1, alias="schema")  # SCHEMA
     episode_id: StrictStr = ""  # empty: derived from the line's content (importing it twice stores it once)
     env: StrictStr = Field(min_length=1)
     seed: StrictInt
