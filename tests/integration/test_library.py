@@ -1,17 +1,22 @@
 """The offline library against real services: a generated gold path is the episode the planner records when it
-plays the demo agent (over gRPC, events on a real nats-server), and ImportEpisodes / ExportEpisodes store and
-return the library durably in the real learner."""
+plays the demo agent (over gRPC, events on a real nats-server), and `evoskill demos --to-learner` / `library
+import|train|export` store, train on and return the library durably in the real learner."""
 
 from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
 
 import grpc
 import pytest
 
 from evoskill.core.learn.data import episode_examples
-from evoskill.events.v1 import events_pb2
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-from evoskill.library.cli import send_to_learner
 from evoskill.library.generate import generate
+from evoskill.library.jsonl import to_record
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.config import LearnerSettings, Settings
 from evoskill.platform.rpc import channel
@@ -47,32 +52,41 @@ async def test_a_generated_gold_path_is_what_the_planner_records(services: Setti
     assert all(same_view(x, y) for x, y in pairs)
 
 
-async def test_the_library_is_imported_trained_on_exported_and_kept_over_a_restart(settings: Settings) -> None:
+async def evoskill(settings: Settings, *args: str) -> tuple[int, str]:
+    """The public CLI in a subprocess, reaching the test's learner (the test's event loop serves it meanwhile)."""
+    env = dict(os.environ, EVOSKILL_LEARNER_ENDPOINT__PORT=str(settings.learner_endpoint.port),
+               EVOSKILL_STATE_DIR=str(settings.state_dir))
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "evoskill.cli", *args, env=env,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await process.communicate()
+    return process.returncode or 0, " ".join(out.decode().split())
+
+
+async def test_the_library_is_imported_trained_on_exported_and_kept_over_a_restart(settings: Settings,
+                                                                                     tmp_path: Path) -> None:
     settings = isolated(settings).model_copy(update={"learner": LearnerSettings(hidden=32, feature_dim=64,
                                                                                 batch_size=8)})
-    library = list(generate(COOKING, "train", range(3), seen=False))
+    library, back = tmp_path / "library.jsonl", tmp_path / "exported.jsonl"
     learner = await start_service("learner", settings)
     try:
-        reply = await send_to_learner(settings, library)
-        assert (reply.received, reply.stored, reply.duplicates) == (3, 3, 0)
-        assert reply.library_episodes == 3 and reply.library_steps == sum(len(e.steps) for e in library)
-        again = await send_to_learner(settings, [library[1]])  # an import run twice stores nothing new
-        assert (again.stored, again.duplicates, again.library_episodes) == (0, 1, 3)
+        rc, out = await evoskill(settings, "demos", "--env", COOKING, "--episodes", "3", "--workers", "1",
+                                 "--no-seen", "--out", str(library), "--to-learner")
+        assert rc == 0 and "learner: 3 stored, 0 already there; the offline library holds 3 episodes" in out, out
+        assert "3 episodes (3 won)" in out and "episodes/s" in out
+        rc, out = await evoskill(settings, "library", "import", str(library))  # run twice: nothing new
+        assert rc == 0 and "0 stored, 3 already there" in out, out
 
-        test_game = events_pb2.EpisodeCompleted()
-        test_game.CopyFrom(library[0])
-        test_game.episode_id, test_game.fold = "logged-test-game", "test"
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await send_to_learner(settings, [library[2], test_game])
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "episode 1 (logged-test-game) is from the 'test' fold" in (err.value.details() or "")
+        logged = json.loads(library.read_text().splitlines()[0])
+        logged.update(episode_id="logged-test-game", fold="test")
+        test_games = tmp_path / "test-games.jsonl"
+        test_games.write_text(json.dumps(logged) + "\n")
+        rc, out = await evoskill(settings, "library", "import", str(test_games))
+        assert rc == 1 and "episode 0 (logged-test-game) is from the 'test' fold" in out, out
 
-        async with channel(settings.endpoint("learner").target) as ch:
-            stub = learner_pb2_grpc.LearnerServiceStub(ch)
-            trained = await stub.Train(learner_pb2.TrainRequest(steps=3, online_fraction=0.0))
-            assert trained.policy_version == "v000001" and trained.replay_episodes == 3
-            exported = [e async for e in stub.ExportEpisodes(learner_pb2.ExportEpisodesRequest())]
-        assert exported == library
+        rc, out = await evoskill(settings, "library", "train", "--steps", "3", "--online-fraction", "0")
+        assert rc == 0 and "v000001: 3 steps on 3 episodes" in out, out
+        rc, out = await evoskill(settings, "library", "export", "--out", str(back))
+        assert rc == 0 and back.read_text() == library.read_text(), out
     finally:
         await learner.stop()
 
@@ -80,8 +94,8 @@ async def test_the_library_is_imported_trained_on_exported_and_kept_over_a_resta
     try:
         async with channel(settings.endpoint("learner").target) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
-            assert [e.episode_id async for e in stub.ExportEpisodes(learner_pb2.ExportEpisodesRequest())] == \
-                [e.episode_id for e in library]
+            exported = [e async for e in stub.ExportEpisodes(learner_pb2.ExportEpisodesRequest())]
+            assert [to_record(e) for e in exported] == [json.loads(line) for line in library.read_text().splitlines()]
             err = await rpc_error(stub.ImportEpisodes(iter([learner_pb2.ImportEpisodesRequest()])))
             assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "episode 0: episode_id is empty" in (
                 err.details() or "")

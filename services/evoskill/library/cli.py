@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,13 +29,23 @@ async def _each(episodes: Iterable[events_pb2.EpisodeCompleted]) -> AsyncIterato
         yield learner_pb2.ImportEpisodesRequest(episode=episode)
 
 
-async def send_to_learner(settings: Settings, episodes: Iterable[events_pb2.EpisodeCompleted]) -> Any:
-    """Stream `episodes` into the learner's offline library; returns its ImportEpisodesReply."""
+@contextlib.asynccontextmanager
+async def learner_stub(settings: Settings, say: Callable[[str], None]) -> AsyncIterator[Any]:
+    """A LearnerServiceStub of the running learner, or of the embedded stack brought up for the command."""
     from evoskill.learner.v1 import learner_pb2_grpc
-    from evoskill.platform.rpc import channel
+    from evoskill.orchestrator.evaluate import services
+    from evoskill.platform.rpc import channel, check_health
 
-    async with channel(settings.endpoint("learner").target, settings.grpc) as ch:
-        return await learner_pb2_grpc.LearnerServiceStub(ch).ImportEpisodes(_each(episodes))
+    async with contextlib.AsyncExitStack() as up:
+        if not await check_health(settings.endpoint("learner").target):
+            await up.enter_async_context(services(settings, say))
+        ch = await up.enter_async_context(channel(settings.endpoint("learner").target, settings.grpc))
+        yield learner_pb2_grpc.LearnerServiceStub(ch)
+
+
+async def send_to_learner(stub: Any, episodes: Iterable[events_pb2.EpisodeCompleted]) -> Any:
+    """Stream `episodes` into the learner's offline library; returns its ImportEpisodesReply."""
+    return await stub.ImportEpisodes(_each(episodes))
 
 
 def _say_imported(reply: Any) -> None:
@@ -92,11 +102,9 @@ def demos(
 
     with Progress(console=console) as progress:
         if to_learner:
-            from evoskill.orchestrator.evaluate import services
-
             async def main() -> None:
-                async with services(settings, console.print):
-                    _say_imported(await send_to_learner(settings, produced(progress)))
+                async with learner_stub(settings, console.print) as stub:
+                    _say_imported(await send_to_learner(stub, produced(progress)))
 
             _run_client(main)
         else:
@@ -122,7 +130,6 @@ def import_cmd(
     """Check every line, then store the episodes durably in the learner's offline library."""
     from evoskill.cli import _fail, _run_client, console
     from evoskill.library.jsonl import LibraryFormatError, read_jsonl
-    from evoskill.orchestrator.evaluate import services
 
     try:
         lines = sum(1 for _ in read_jsonl(path))  # every line checked before anything is stored
@@ -132,8 +139,8 @@ def import_cmd(
     settings = Settings()
 
     async def main() -> None:
-        async with services(settings, console.print):
-            _say_imported(await send_to_learner(settings, read_jsonl(path)))
+        async with learner_stub(settings, console.print) as stub:
+            _say_imported(await send_to_learner(stub, read_jsonl(path)))
 
     _run_client(main)
 
@@ -145,17 +152,14 @@ def export_cmd(
 ) -> None:
     """Write the learner's offline library as JSONL (what `library import` reads)."""
     from evoskill.cli import _run_client, err
-    from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+    from evoskill.learner.v1 import learner_pb2
     from evoskill.library.jsonl import write_jsonl
-    from evoskill.orchestrator.evaluate import services
-    from evoskill.platform.rpc import channel
 
     settings = Settings()
 
     async def main() -> None:
-        async with services(settings, err.print), channel(settings.endpoint("learner").target, settings.grpc) as ch:
-            stream = learner_pb2_grpc.LearnerServiceStub(ch).ExportEpisodes(
-                learner_pb2.ExportEpisodesRequest(include_online=include_online))
+        async with learner_stub(settings, err.print) as stub:
+            stream = stub.ExportEpisodes(learner_pb2.ExportEpisodesRequest(include_online=include_online))
             with out.open("w", encoding="utf-8") if out else contextlib.nullcontext(sys.stdout) as sink:
                 n = 0
                 async for episode in stream:
@@ -179,17 +183,14 @@ def train_cmd(
     from google.protobuf.json_format import MessageToDict
 
     from evoskill.cli import _run_client, console
-    from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-    from evoskill.orchestrator.evaluate import services
-    from evoskill.platform.rpc import channel
+    from evoskill.learner.v1 import learner_pb2
 
     settings = Settings()
 
     async def main() -> None:
-        async with services(settings, console.print), channel(settings.endpoint("learner").target, settings.grpc) as ch:
-            request = learner_pb2.TrainRequest(steps=steps, batch_size=batch_size, seed=seed,
-                                               online_fraction=online_fraction)
-            reply = await learner_pb2_grpc.LearnerServiceStub(ch).Train(request)
+        async with learner_stub(settings, console.print) as stub:
+            reply = await stub.Train(learner_pb2.TrainRequest(steps=steps, batch_size=batch_size, seed=seed,
+                                                              online_fraction=online_fraction))
         losses = ", ".join(f"{k} {v:.3f}" for k, v in sorted(reply.losses.items()))
         console.print(f"{reply.policy_version}: {reply.steps} steps on {reply.replay_episodes} episodes "
                       f"({reply.replay_size} steps in replay); {losses}")

@@ -178,10 +178,13 @@ def generate(spec: str, fold: str, seeds: range, *, workers: int = 1, seen: bool
             player.close()
         return
     chunk = max(1, min(16, len(jobs) // (workers * 4)))
-    with ProcessPoolExecutor(workers, mp_context=_CTX, initializer=_init_worker,
-                             initargs=(settings.model_dump_json(), seen, max_steps)) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=_CTX, initializer=_init_worker,
+                               initargs=(settings.model_dump_json(), seen, max_steps))
+    try:
         for payload, steps in pool.map(_play_in_worker, jobs, chunksize=chunk):
             episode = events_pb2.EpisodeCompleted.FromString(payload)
             tally.add(episode, steps)
             tally.seconds = time.perf_counter() - started
             yield episode
+    finally:
+        pool.shutdown(cancel_futures=True)  # a consumer that stops early does not wait for the rest

@@ -114,7 +114,7 @@ class LearnerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExportEpisodes(self, request, context):
-        """The offline library's episodes as stored (with `include_online`, the online buffer's after them).
+        """The offline library's episodes as stored, oldest first (with `include_online`, the online buffer's too).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
