@@ -1,3 +1,3 @@
-from evoskill.cli import app
+from evoskill.cli import main
 
-app()
+main()

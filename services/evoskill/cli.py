@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
 app = typer.Typer(help="evoskill: tool-using agents that improve their own skills.", no_args_is_help=True)
@@ -30,12 +31,33 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 @app.command("config")
-def config_cmd() -> None:
-    """Print every setting with its default and meaning (env: EVOSKILL_<GROUP>__<NAME>)."""
-    table = Table("setting", "default", "meaning")
-    for name, default, meaning in describe():
-        table.add_row(name, default, meaning)
-    console.print(table)
+def config_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable: one object per setting")] = False,
+) -> None:
+    """Every setting with the value in effect (defaults < EVOSKILL_CONFIG_FILE < environment), its default,
+    the variable that sets it and its meaning; changed values are bold."""
+    import json
+
+    rows = describe(Settings())
+    if as_json:
+        print(json.dumps([{"name": r.name, "value": _plain(r.value), "default": _plain(r.default),
+                           "variable": r.variable, "meaning": r.meaning} for r in rows], indent=1))
+        return
+    table = Table("setting", "in effect", "default", "variable", "meaning")
+    for r in rows:
+        changed = r.value != r.default
+        value = f"[bold]{_plain(r.value)}[/bold]" if changed else str(_plain(r.value))
+        table.add_row(r.name, value, str(_plain(r.default)), r.variable, r.meaning)
+    Console(width=max(console.width, 220)).print(table)  # never cut a setting's name
+
+
+def _plain(value: object) -> object:
+    """A setting as JSON and a person read it (paths and tuples as text and lists, not Python reprs)."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 @app.command()
@@ -54,6 +76,8 @@ def health(service: Annotated[str, typer.Argument(help="service name")]) -> None
     """Exit 0 when the service answers SERVING (container health checks)."""
     from evoskill.platform.rpc import check_health
 
+    if service not in SERVICES:
+        _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
     settings = Settings()
     ok = asyncio.run(check_health(settings.endpoint(service).target))
     raise typer.Exit(0 if ok else 1)
@@ -123,7 +147,8 @@ def _up_detached(settings: Settings) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             lines = log_path.read_text(errors="replace").strip().splitlines()
-            _fail(next((ln for ln in reversed(lines) if "error" in ln.lower()), f"supervisor exited ({LOCK_FILE})"))
+            line = next((ln for ln in reversed(lines) if "error" in ln.lower()), f"supervisor exited ({LOCK_FILE})")
+            _fail(line.split("error:", 1)[-1].strip())  # the supervisor's line already says "error:"
         state = read_state(settings)
         if state and state.get("supervisor_pid") == process.pid:
             _print_endpoints(settings)
@@ -190,7 +215,7 @@ def status() -> None:
 @app.command()
 def run() -> None:
     """The main job: bring the stack up, run the current job through Temporal, stop cleanly."""
-    from evoskill.orchestrator.jobs import run_main_job
+    from evoskill.clients.jobs import run_main_job
 
     settings = Settings()
 
@@ -220,7 +245,7 @@ def solve(
     """Play one episode through the services with a live progress display."""
     from rich.live import Live
 
-    from evoskill.orchestrator.evaluate import episode_request, play, services
+    from evoskill.clients.episodes import episode_request, play, services
 
     _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
     settings = Settings()
@@ -262,7 +287,7 @@ def eval_cmd(
     import grpc
     from rich.progress import Progress
 
-    from evoskill.orchestrator.evaluate import EpisodeOutcome, EvalReport, episode_request, play, services
+    from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
 
     _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
                         parallel=parallel)
@@ -277,7 +302,8 @@ def eval_cmd(
     async def main() -> None:
         async with services(settings, console.print):
             report = EvalReport(env, agent, fold, simulations, [],
-                                {"search": settings.search.model_dump(), "max_steps": max_steps, "policy": policy})
+                                {"search": settings.search.model_dump() | {"num_simulations": simulations},
+                                 "max_steps": max_steps, "policy": policy})  # what the planner was asked to use
             slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
@@ -348,6 +374,8 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
         asyncio.run(main())
     except grpc.aio.AioRpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
     except StackError as exc:
         _fail(str(exc))
 
@@ -369,5 +397,23 @@ def _mount_optional() -> None:
 
 _mount_optional()
 
+
+def main() -> None:
+    """The console entry point: a settings mistake is one line per setting and exit 2, not a traceback."""
+    from pydantic import ValidationError
+
+    from evoskill.platform.config import ConfigFileError, explain
+
+    try:
+        app()
+    except ValidationError as exc:
+        for line in explain(exc):
+            err.print(f"[red]error:[/red] {line}")
+        sys.exit(2)
+    except ConfigFileError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    app()
+    main()

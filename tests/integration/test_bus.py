@@ -7,10 +7,13 @@ import uuid
 
 import pytest
 
+from evoskill.core.errors import InvalidInput
 from evoskill.events.v1 import events_pb2
-from evoskill.platform.bus import Bus, RejectMessage, Subjects
+from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
+from evoskill.platform.payloads import PAYLOAD_HEADER
 from evoskill.platform.telemetry import current_trace_id, tracer
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +61,7 @@ async def test_poison_message_is_dead_lettered_and_does_not_block(settings: Sett
     @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
     async def handle(message: events_pb2.PolicyPublished) -> None:
         if message.version == "bad":
-            raise RejectMessage("version 'bad' is not a version")
+            raise InvalidInput("version 'bad' is not a version")
         processed.append(message.version)
         if len(processed) == 3 and len(letters) == 2:
             all_done.set()
@@ -92,7 +95,7 @@ async def test_poison_message_is_dead_lettered_and_does_not_block(settings: Sett
     assert bad.consumer == "svc-policy-published"
 
 
-async def test_transient_failures_are_retried_then_dead_lettered(settings: Settings) -> None:
+async def test_failures_other_than_bad_input_are_retried_then_dead_lettered(settings: Settings) -> None:
     settings = isolated(settings)  # max_deliver=3 in the test settings
     bus = Bus(settings, "svc")
     attempts: dict[str, int] = {}
@@ -104,8 +107,10 @@ async def test_transient_failures_are_retried_then_dead_lettered(settings: Setti
         attempts[message.version] = attempts.get(message.version, 0) + 1
         if message.version == "flaky" and attempts["flaky"] < 2:
             raise ConnectionError("downstream briefly unavailable")
+        if message.version == "buggy" and attempts["buggy"] < 2:
+            raise ValueError("invalid literal for int()")  # a bug, built-in: redelivered, not bad input
         if message.version == "broken":
-            raise ConnectionError("downstream is down")
+            raise KeyError("downstream is down")
 
     @bus.consumer(f"{Subjects.DLQ}.{Subjects.POLICY_PUBLISHED}", events_pb2.DeadLetter)
     async def dead(letter: events_pb2.DeadLetter) -> None:
@@ -114,16 +119,17 @@ async def test_transient_failures_are_retried_then_dead_lettered(settings: Setti
 
     await bus.start()
     try:
-        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="flaky"))
-        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="broken"))
+        for version in ("flaky", "buggy", "broken"):
+            await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version=version))
         await asyncio.wait_for(done.wait(), 15)
+        await until(lambda: attempts.get("flaky") == attempts.get("buggy") == 2, "the retried messages", 10)
     finally:
         await bus.stop()
-    assert attempts["flaky"] == 2
-    assert attempts["broken"] == 3
+    assert attempts == {"flaky": 2, "buggy": 2, "broken": 3}
     assert len(letters) == 1
     assert letters[0].deliveries == 3
-    assert "downstream is down" in letters[0].error
+    assert "failed 3 times" in letters[0].error and "KeyError" in letters[0].error
+    assert events_pb2.PolicyPublished.FromString(letters[0].payload).version == "broken"
 
 
 async def test_a_replicas_own_consumer_is_removed_after_it_goes_away(settings: Settings) -> None:
@@ -152,3 +158,45 @@ async def test_a_replicas_own_consumer_is_removed_after_it_goes_away(settings: S
         assert "shared-policy-published" in names  # a shared durable outlives its clients
     finally:
         await shared.stop()
+
+
+async def test_a_message_over_max_payload_travels_through_the_object_store(settings: Settings) -> None:
+    settings = isolated(settings)
+    bus, watcher = Bus(settings, "svc"), Bus(settings, "watcher")
+    received: list[events_pb2.DeadLetter] = []
+    letters: list[events_pb2.DeadLetter] = []
+
+    @bus.consumer("big.thing", events_pb2.DeadLetter)
+    async def handle(message: events_pb2.DeadLetter) -> None:
+        received.append(message)
+
+    @watcher.consumer(f"{Subjects.DLQ}.big.thing", events_pb2.DeadLetter)
+    async def dead(letter: events_pb2.DeadLetter) -> None:
+        letters.append(letter)
+
+    await bus.start()
+    await watcher.start()
+    js = bus.broker.config.connection_state.stream  # type: ignore[attr-defined]
+    try:
+        max_payload = bus.broker.config.connection_state.connection.max_payload  # type: ignore[attr-defined]
+        big = events_pb2.DeadLetter(subject="big", payload=bytes(range(256)) * (3 * max_payload // 256))
+        await bus.publish("big.thing", big)
+        await until(lambda: len(received) == 1, "the big message")
+        assert received[0] == big
+        # On the stream: an empty body and a bounded reference to the object.
+        raw = await js.get_last_msg(settings.nats.stream, bus.subject("big.thing"))
+        reference = raw.headers[PAYLOAD_HEADER]
+        assert not raw.data and len(reference) < 200
+        bucket, _, name = reference.partition("/")
+        assert bucket == f"{settings.nats.stream}-payloads"
+
+        # A reference whose object is gone can never be processed: a dead letter, not a retry loop.
+        await (await js.object_store(bucket)).delete(name)
+        await bus.broker.publish(b"", bus.subject("big.thing"), headers={PAYLOAD_HEADER: reference},
+                                 stream=bus.stream.name)
+        await until(lambda: len(letters) == 1, "the dead letter of the missing object")
+        assert "is gone" in letters[0].error and letters[0].headers[PAYLOAD_HEADER] == reference
+        assert len(received) == 1
+    finally:
+        await bus.stop()
+        await watcher.stop()

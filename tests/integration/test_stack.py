@@ -65,6 +65,7 @@ async def test_stack_comes_up_healthy_refuses_a_second_start_and_leaves_nothing(
         result = cli(env_of(settings), "up")
         assert result.returncode == 1
         assert "already in use" in result.stderr and "Traceback" not in result.stderr + result.stdout
+        assert "error: error:" not in result.stderr
 
         with pytest.raises(StackError, match="already in use"):
             await Stack(settings).start()
@@ -72,6 +73,7 @@ async def test_stack_comes_up_healthy_refuses_a_second_start_and_leaves_nothing(
         stack.stop()
     assert sessions_alive(sessions) == []
     assert read_state(settings) is None
+    assert not (settings.state_dir / "stack.lock").exists()
 
 
 async def test_a_taken_port_is_refused_with_one_line(tmp_path: Path) -> None:

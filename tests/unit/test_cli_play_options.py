@@ -46,3 +46,8 @@ def test_eval_json_folder_that_cannot_exist(tmp_path: Path, monkeypatch: pytest.
     blocker.write_text("")
     result = CliRunner().invoke(app, ["eval", *COIN, "--json", str(blocker / "sub" / "r.json")])
     assert result.exit_code == 2 and "--json" in result.output
+
+
+def test_health_of_an_unknown_service_is_one_line() -> None:
+    result = CliRunner().invoke(app, ["health", "foo"])
+    assert result.exit_code == 2 and "unknown service 'foo'" in result.output

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from evoskill.platform.config import Settings, describe
+from evoskill.core.errors import InvalidInput
+from evoskill.platform.config import ConfigFileError, Settings, describe, explain
 
 
 def test_environment_overrides_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,18 +37,58 @@ def test_config_file_is_read_and_env_wins(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_missing_config_file_names_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVOSKILL_CONFIG_FILE", "/nonexistent/evoskill.yaml")
-    with pytest.raises(FileNotFoundError, match=r"nonexistent/evoskill\.yaml"):
+    with pytest.raises(ConfigFileError, match=r"nonexistent/evoskill\.yaml"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("EVOSKILL_SEARCH__C_PCUT", "1", "setting search.c_pcut (EVOSKILL_SEARCH__C_PCUT): Extra inputs"),
+        ("EVOSKILL_SEARCH__C_PUCT", "nan", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a finite"),
+        ("EVOSKILL_SEARCH__C_PUCT", "abc", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a valid"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_it(
+    variable: str, value: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    (line,) = explain(caught.value)
+    assert line.startswith(says)
+
+
+def test_cli_prints_a_bad_setting_in_one_line_and_exits_2() -> None:
+    env = {**os.environ, "EVOSKILL_SEARCH__C_PUCT": "abc"}
+    proc = subprocess.run([sys.executable, "-m", "evoskill", "config"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a valid number, unable to parse "
+        "string as a number (got 'abc')"
+    ]
 
 
 def test_every_setting_is_listed_with_a_meaning() -> None:
     rows = describe()
-    names = {name for name, _, _ in rows}
+    names = {r.name for r in rows}
     expected = {"nats.url", "temporal.address", "qdrant.url", "search.c_puct", "learner.lr", "planner_endpoint.port"}
     assert expected <= names
-    assert all(meaning for _, _, meaning in rows), [name for name, _, meaning in rows if not meaning]
+    assert all(r.meaning for r in rows), [r.name for r in rows if not r.meaning]
+
+
+def test_config_lists_the_values_in_effect_with_their_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_SEARCH__C_PUCT", "2.5")
+    rows = {r.name: r for r in describe(Settings())}
+    assert rows["search.c_puct"].value == 2.5 and rows["search.c_puct"].default != 2.5
+    assert rows["search.c_puct"].variable == "EVOSKILL_SEARCH__C_PUCT"
+    proc = subprocess.run([sys.executable, "-m", "evoskill", "config", "--json"], capture_output=True, text=True,
+                          env={**os.environ, "EVOSKILL_SEARCH__C_PUCT": "2.5"}, timeout=120, check=True)
+    listed = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert listed["search.c_puct"]["value"] == 2.5 and listed["state_dir"]["value"] == ".evoskill"
 
 
 def test_unknown_service_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="unknown service 'plannr'"):
+    with pytest.raises(InvalidInput, match="unknown service 'plannr'"):
         Settings().endpoint("plannr")

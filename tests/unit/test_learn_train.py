@@ -111,3 +111,15 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="trained with"):
         Learner(HashingFeaturizer(16), FAST, SMALL).load(path)
+
+
+def test_a_non_finite_batch_never_reaches_the_weights() -> None:
+    learner = Learner(HashingFeaturizer(64), FAST, SMALL)
+    batch = learner.collate(_examples(4))
+    poisoned = batch._replace(returns=torch.full_like(batch.returns, float("nan")))
+    before = [p.detach().clone() for p in learner.net.parameters()]
+    metrics = learner.update(poisoned)
+    assert metrics["skipped"] == 1.0 and learner.skipped_steps == 1 and learner.steps == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, learner.net.parameters(), strict=True))
+    learner.update(batch)  # a clean batch still trains
+    assert learner.steps == 1 and all(torch.isfinite(p).all() for p in learner.net.parameters())

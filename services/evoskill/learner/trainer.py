@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.learn import Learner, MixedReplay, TrainConfig, featurizer_from_spec
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir
 from evoskill.platform.config import Settings
-from evoskill.platform.rpc import FailedPreconditionError
 
 Ingested = Literal["stored", "duplicate", "other_fold"]
 # Registry metrics that are not losses: the rest of a version's metrics are its TrainReply.losses.
@@ -34,15 +33,14 @@ SKIPPED_REMEMBERED = 10_000  # ids of skipped episodes kept to explain a Train n
 def check_episode(episode: events_pb2.EpisodeCompleted) -> None:
     """Reject what can never become training data (the consumer dead-letters it with this reason)."""
     if not episode.episode_id:
-        raise ValueError("episode_id is empty (it is the replay's idempotency key)")
+        raise InvalidInput("episode_id is empty (it is the replay's idempotency key)")
     if not episode.steps:
-        raise ValueError(f"episode {episode.episode_id} has no steps")
+        raise InvalidInput(f"episode {episode.episode_id} has no steps")
 
 
 @dataclass(frozen=True)
 class TrainResult:
     entry: PolicyEntry
-    path: Path
     losses: dict[str, float]
     steps: int
     samples: int
@@ -50,10 +48,10 @@ class TrainResult:
     replay_episodes: int
 
     @classmethod
-    def of(cls, entry: PolicyEntry, path: Path) -> TrainResult:
+    def of(cls, entry: PolicyEntry) -> TrainResult:
         """The result as it was when `entry` was published (a repeated request is answered with it)."""
         m = entry.metrics
-        return cls(entry, path, {k: v for k, v in m.items() if k not in BOOKKEEPING}, int(m.get("steps", 0)),
+        return cls(entry, {k: v for k, v in m.items() if k not in BOOKKEEPING}, int(m.get("steps", 0)),
                    int(m.get("samples", 0)), int(m.get("replay_size", 0)), int(m.get("replay_episodes", 0)))
 
 
@@ -96,16 +94,17 @@ class PolicyTrainer:
 
     def import_episodes(self, episodes: list[events_pb2.EpisodeCompleted], first: int = 0) -> int:
         """Store episodes in the offline library, whatever their agent (a library import); returns how many were
-        new. A ValueError names the first one that cannot be training data (by its position from `first`),
+        new. InvalidInput names the first one that cannot be training data (by its position from `first`),
         before anything of the batch is stored."""
         for i, episode in enumerate(episodes, first):
             try:
                 check_episode(episode)
-            except ValueError as exc:
-                raise ValueError(f"episode {i}: {exc}") from None
+            except InvalidInput as exc:
+                raise InvalidInput(f"episode {i}: {exc}") from None
             if episode.fold not in self.train_folds:
-                raise ValueError(f"episode {i} ({episode.episode_id}) is from the {episode.fold or '(empty)'!r} fold, "
-                                 f"not training data (learner.train_folds: {', '.join(sorted(self.train_folds))})")
+                folds = ", ".join(sorted(self.train_folds))
+                raise InvalidInput(f"episode {i} ({episode.episode_id}) is from the {episode.fold or '(empty)'!r} "
+                                   f"fold, not training data (learner.train_folds: {folds})")
         return self.replay.add_many(episodes, offline=True)
 
     def fold_problem(self, episode_id: str) -> str | None:
@@ -126,15 +125,15 @@ class PolicyTrainer:
     def made_by(self, request_id: str) -> TrainResult | None:
         """What the Train request `request_id` published, if it did (read back from the registry index)."""
         entry = self.registry.made_by(request_id) if request_id else None
-        return TrainResult.of(entry, self.registry.path(entry)) if entry else None
+        return TrainResult.of(entry) if entry else None
 
     def train(self, steps: int, batch_size: int = 0, online_fraction: float | None = None,
               seed: int = 0, request_id: str = "") -> TrainResult:
         """`steps` updates from replay, then export, checkpoint and publish the next version (recording
         `request_id` with it in the same index write, so a retry finds it however late it comes)."""
         if len(self.replay) == 0:
-            raise FailedPreconditionError("replay is empty: no episode (evoskill.episode.completed) has been "
-                                          "ingested yet, nothing to train on")
+            raise FailedPrecondition("replay is empty: no episode (evoskill.episode.completed) has been "
+                                     "ingested yet, nothing to train on")
         base, base_fraction = self.learner.settings, self.replay.online_fraction
         if seed:
             self.learner.rng = np.random.default_rng(seed)
@@ -156,7 +155,7 @@ class PolicyTrainer:
         }, request_id)
         if self.max_policy_age > 0:
             self.replay.evict_stale(self.learner.version, self.max_policy_age)
-        return TrainResult(entry, path, metrics, done, done * used_batch, size, episodes)
+        return TrainResult(entry, metrics, done, done * used_batch, size, episodes)
 
     def close(self) -> None:
         self.replay.close()

@@ -32,8 +32,8 @@ async def _each(episodes: Iterable[events_pb2.EpisodeCompleted]) -> AsyncIterato
 @contextlib.asynccontextmanager
 async def learner_stub(settings: Settings, say: Callable[[str], None]) -> AsyncIterator[Any]:
     """A LearnerServiceStub of the running learner, or of the embedded stack brought up for the command."""
+    from evoskill.clients.episodes import services
     from evoskill.learner.v1 import learner_pb2_grpc
-    from evoskill.orchestrator.evaluate import services
     from evoskill.platform.rpc import channel, check_health
 
     async with contextlib.AsyncExitStack() as up:

@@ -1,10 +1,10 @@
 """The library's JSONL form: one episode per line (docs/library.md), and the one converter between it
 and `EpisodeCompleted`.
 
-This module is the only place that knows how an episode record maps onto the proto (transitions,
-observations, search targets): the learner, `evoskill demos` and `evoskill library` go through
-`to_record` / `from_record`. A line is checked against `EpisodeRecord` before it becomes a proto, and a
-bad one is named by its line number and field (`LibraryFormatError`).
+This module is the only place that maps a record onto the proto (core/episode_record.py lays out the
+proto's steps): `evoskill demos` and `evoskill library` go through `to_record` / `from_record`. A line
+is checked against `EpisodeRecord` before it becomes a proto, and a bad one is named by its line number
+and field (`LibraryFormatError`).
 
 What a record keeps is what θ reads (core/learn/data.py): each state's text (feedback, room,
 inventory, goal), its candidate actions with their templates and `seen` marks, the action taken, the
@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, model_validator
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.episode_record import record_step, steps_with_states
 from evoskill.events.v1 import events_pb2
 
 SCHEMA = 1
@@ -42,19 +43,19 @@ class Search(_Strict):
     root_value: Number = 0.0
 
 
-class State(_Strict):
-    """What the agent saw: the feedback of the last action, and the room and inventory where given."""
+class Feedback(_Strict):
+    """What the agent read: the feedback of the last action, and the room and inventory where given."""
 
     observation: StrictStr
     look: StrictStr = ""
     inventory: StrictStr = ""
+
+
+class Step(Feedback):
+    """A state (its feedback and candidates), what was done there and what came of it (`reward`, and the
+    environment's `score` and `done` after the action)."""
+
     valid_actions: list[StrictStr] = Field(default_factory=list)
-
-
-class Step(State):
-    """A state, what was done there and what came of it (`reward`, and the environment's `score` and `done`
-    after the action)."""
-
     templates: list[StrictStr] = Field(default_factory=list)  # empty = unknown (derived from the action text)
     seen: list[StrictBool] = Field(default_factory=list)  # empty = unknown (no candidate marked)
     action: StrictStr = Field(min_length=1)
@@ -95,7 +96,7 @@ class EpisodeRecord(_Strict):
     total_reward: Number | None = None  # None: the sum of the steps' rewards
     env_steps: StrictInt | None = Field(None, ge=0)  # None: one per step
     steps: list[Step] = Field(min_length=1)
-    final: State | None = None  # what the last action answered
+    final: Feedback | None = None  # what the last action answered
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -104,12 +105,10 @@ class LibraryFormatError(ValueError):
     """A library line that is not a valid episode record; says which line and field."""
 
 
-def _observation(state: State | common_pb2.Observation, goal: str, score: float = 0.0, done: bool = False,
+def _observation(feedback: Feedback, goal: str, valid: list[str], score: float = 0.0, done: bool = False,
                  won: bool = False) -> common_pb2.Observation:
-    if isinstance(state, common_pb2.Observation):
-        return state
-    return common_pb2.Observation(text=state.observation, look=state.look, inventory=state.inventory,
-                                  valid_actions=state.valid_actions, goal=goal, score=score, done=done, won=won,
+    return common_pb2.Observation(text=feedback.observation, look=feedback.look, inventory=feedback.inventory,
+                                  valid_actions=valid, goal=goal, score=score, done=done, won=won,
                                   lost=done and not won)
 
 
@@ -123,53 +122,52 @@ def from_record(record: EpisodeRecord, episode_id: str = "") -> events_pb2.Episo
     previous_score = 0.0
     for i, step in enumerate(record.steps):
         last = i == len(record.steps) - 1
-        after_state: State = (record.final or State(observation="")) if last else record.steps[i + 1]
-        before = _observation(step, record.goal, previous_score)
-        after = _observation(after_state, record.goal, step.score, step.done, record.won and last)
+        after: Feedback = (record.final or Feedback(observation="")) if last else record.steps[i + 1]
         transition = common_pb2.Transition(
-            episode_id=eid, step_index=i, env_spec=record.env, before=before, after=after,
-            action=common_pb2.Action(text=step.action, template=step.template),
-            env_reward=step.score - previous_score, failure=common_pb2.Failure(kind=common_pb2.FAILURE_KIND_NONE))
+            episode_id=eid, step_index=i, env_spec=record.env,
+            before=_observation(step, record.goal, step.valid_actions, previous_score),
+            after=_observation(after, record.goal, [], step.score, step.done, record.won and last),
+            action=common_pb2.Action(text=step.action, template=step.template), env_reward=step.score - previous_score,
+            failure=common_pb2.Failure(kind=common_pb2.FAILURE_KIND_NONE))
         target = events_pb2.SearchTarget(actions=step.valid_actions, templates=step.templates, seen=step.seen)
         if step.search is not None:
             target.visit_probs.extend(step.search.visit_probs)
             target.q_values.extend(step.search.q_values)
             target.priors.extend(step.search.priors)
             target.root_value = step.search.root_value
-        episode.steps.append(events_pb2.EpisodeStep(transition=transition, target=target, reward=step.reward))
+        record_step(episode, transition, target, step.reward)
         previous_score = step.score
     episode.total_reward = sum(s.reward for s in record.steps) if record.total_reward is None else record.total_reward
     return episode
 
 
+def _feedback(observation: common_pb2.Observation) -> dict[str, str]:
+    return {k: v for k, v in (("observation", observation.text), ("look", observation.look),
+                               ("inventory", observation.inventory)) if v or k == "observation"}
+
+
 def to_record(episode: events_pb2.EpisodeCompleted) -> dict[str, Any]:
-    """An episode as one library line (a JSON object; fields at their defaults are left out)."""
+    """An episode as one library line (a JSON object; optional fields at their defaults are left out)."""
     steps: list[dict[str, Any]] = []
-    for step in episode.steps:
-        tr, target = step.transition, step.target
-        actions = list(target.actions) or list(tr.before.valid_actions)
-        row: dict[str, Any] = {"observation": tr.before.text, "look": tr.before.look,
-                               "inventory": tr.before.inventory, "valid_actions": actions}
+    for before, step in steps_with_states(episode):
+        target, actions = step.target, list(step.target.actions)
+        row: dict[str, Any] = {**_feedback(before), "valid_actions": actions}
         if len(target.templates) == len(actions):
             row["templates"] = list(target.templates)
         if len(target.seen) == len(actions):
             row["seen"] = list(target.seen)
-        row.update(action=tr.action.text, template=tr.action.template, reward=step.reward, score=tr.after.score,
-                   done=tr.after.done)
+        row.update(action=step.action.text, template=step.action.template, reward=step.reward,
+                   score=step.observation.score, done=step.observation.done)
         if len(target.visit_probs) == len(actions) and actions:
             row["search"] = {"visit_probs": list(target.visit_probs), "q_values": list(target.q_values),
                              "priors": list(target.priors), "root_value": target.root_value}
         steps.append({k: v for k, v in row.items() if k in ("observation", "action") or v not in ("", [])})
-    last = episode.steps[-1].transition.after if episode.steps else common_pb2.Observation()
-    goal = episode.steps[0].transition.before.goal if episode.steps else ""
     record = {"schema": SCHEMA, "episode_id": episode.episode_id, "env": episode.env_spec, "seed": episode.seed,
-              "fold": episode.fold, "goal": goal, "agent": episode.agent, "policy_version": episode.policy_version,
-              "won": episode.won, "score": episode.score, "total_reward": episode.total_reward,
-              "env_steps": episode.env_steps, "steps": steps,
-              "final": {k: v for k, v in {"observation": last.text, "look": last.look, "inventory": last.inventory,
-                                          "valid_actions": list(last.valid_actions)}.items() if v not in ("", [])}}
-    if not record["final"]:
-        del record["final"]
+              "fold": episode.fold, "goal": episode.initial.goal, "agent": episode.agent,
+              "policy_version": episode.policy_version, "won": episode.won, "score": episode.score,
+              "total_reward": episode.total_reward, "env_steps": episode.env_steps, "steps": steps}
+    if episode.steps:
+        record["final"] = _feedback(episode.steps[-1].observation)
     return {k: v for k, v in record.items() if k not in ("goal", "policy_version") or v}
 
 

@@ -3,10 +3,13 @@
 One stream (`nats.stream`, default EVOSKILL) holds every subject under `evoskill.`; events are protobuf
 messages from `evoskill.events.v1` (one schema source). Consumers are durable pull consumers with
 explicit acks, so replicas of a service share the work. A failing message is redelivered with backoff
-up to `nats.max_deliver` times; a message that cannot be decoded, or that the handler rejects as bad
-input (`ValueError`), goes straight to the dead-letter subject `evoskill.dlq.<subject>` carrying the
-original payload, headers and the error, and the consumer keeps going. Trace context rides in the NATS
-headers (FastStream's NatsTelemetryMiddleware), so a consumer's span continues the publisher's trace.
+up to `nats.max_deliver` times, then dead-lettered; a message that cannot be decoded, or that the handler
+rejects as bad input (`evoskill.core.errors.InvalidInput`), goes straight to the dead-letter subject
+`evoskill.dlq.<subject>` carrying the original payload, headers and the error, and the consumer keeps going.
+Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
+Trace context rides in the NATS headers (FastStream's NatsTelemetryMiddleware), so a consumer's span
+continues the publisher's trace. A message over the server's max_payload travels through the object store
+(`evoskill.platform.payloads`).
 Each consumer counts and times what it handles by outcome, and a watcher reports each durable consumer's
 lag (messages not yet acknowledged) every `lag_interval_s`; see `evoskill.platform.metrics`.
 """
@@ -28,9 +31,11 @@ from google.protobuf.message import DecodeError, Message
 from nats.js.errors import BadRequestError
 from opentelemetry import trace
 
+from evoskill.core.errors import DomainError, InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import Settings
+from evoskill.platform.payloads import PayloadMissingError, Payloads
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +53,6 @@ class Subjects:
     POLICY_PUBLISHED = "policy.published"
     POLICY_SERVING = "policy.serving"
     DLQ = "dlq"
-
-
-
-
-class RejectMessage(ValueError):
-    """Raised by a handler for input it can never process: dead-lettered at once, not retried."""
 
 
 class Bus:
@@ -77,6 +76,7 @@ class Bus:
         self.stream_config = StreamConfig(
             name=settings.nats.stream, subjects=[f"{self.prefix}.>"], max_age=settings.nats.max_age_s
         )
+        self.payloads = Payloads(self.broker, f"{settings.nats.stream}-payloads", settings.nats.max_age_s)
 
     def subject(self, name: str) -> str:
         return f"{self.prefix}.{name}"
@@ -119,8 +119,9 @@ class Bus:
 
     async def publish(self, name: str, message: Message, headers: dict[str, str] | None = None) -> None:
         """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack."""
+        body, headers = await self.payloads.outgoing(self.subject(name), message.SerializeToString(), headers)
         await self.broker.publish(
-            message.SerializeToString(),
+            body,
             self.subject(name),
             headers=headers,
             stream=self.stream.name,
@@ -136,9 +137,9 @@ class Bus:
         one replica alone (every replica must see every message), which the server deletes after
         `nats.replica_consumer_ttl_s` without a client, so replicas that went away leave nothing behind.
 
-        The handler is called with the decoded message; raising RejectMessage (or any ValueError)
-        dead-letters the message at once; any other exception is retried with backoff, then
-        dead-lettered when `nats.max_deliver` deliveries have failed.
+        The handler is called with the decoded message; raising InvalidInput dead-letters the message at
+        once with the reason; any other exception is retried with backoff, then dead-lettered when
+        `nats.max_deliver` deliveries have failed.
         """
         durable = durable or f"{self.service}-{name.replace('.', '-')}"
         nats = self.settings.nats
@@ -164,14 +165,14 @@ class Bus:
             async def handle(msg: NatsMessage) -> str:
                 deliveries = int(msg.raw_message.metadata.num_delivered or 1)
                 try:
-                    decoded = message_type.FromString(msg.body)
-                except DecodeError as exc:
+                    decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
+                except (DecodeError, PayloadMissingError) as exc:
                     reason = f"cannot decode {message_type.__name__}: {exc}"
                     await self._dead_letter(msg, name, durable, deliveries, reason)
                     return metrics.DEAD_LETTERED
                 try:
                     await handler(decoded)
-                except ValueError as exc:
+                except InvalidInput as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
                     return metrics.DEAD_LETTERED
                 except Exception as exc:
@@ -180,7 +181,10 @@ class Bus:
                         await self._dead_letter(msg, name, durable, deliveries, reason)
                         return metrics.DEAD_LETTERED
                     delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
-                    log.warning("%s: delivery %d failed (%s), retrying in %.1fs", durable, deliveries, exc, delay)
+                    # A domain error is expected to pass (a dependency comes back); anything else is a bug.
+                    log.log(logging.WARNING if isinstance(exc, DomainError) else logging.ERROR,
+                            "%s: delivery %d failed (%s: %s), retrying in %.1fs", durable, deliveries,
+                            type(exc).__name__, exc, delay, exc_info=not isinstance(exc, DomainError))
                     await msg.nack(delay=delay)
                     return metrics.RETRY
                 await msg.ack()

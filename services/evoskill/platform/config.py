@@ -10,18 +10,27 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from evoskill.core.errors import InvalidInput
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
 
-class NatsSettings(BaseModel):
+class _Group(BaseModel):
+    """A settings group: a misspelt key (`c_pcut`) or a NaN/inf number is an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class NatsSettings(_Group):
     url: str = Field("", description="External NATS URL; empty = the embedded nats-server")
     port: int = Field(4222, description="Port of the embedded nats-server")
     stream: str = Field("EVOSKILL", description="JetStream stream holding every evoskill subject")
@@ -38,7 +47,7 @@ class NatsSettings(BaseModel):
     )
 
 
-class TemporalSettings(BaseModel):
+class TemporalSettings(_Group):
     address: str = Field("", description="External Temporal frontend host:port; empty = the embedded dev server")
     port: int = Field(7233, description="Port of the embedded Temporal dev server")
     ui_port: int = Field(0, description="Port of the embedded Temporal UI (0 = headless)")
@@ -46,19 +55,19 @@ class TemporalSettings(BaseModel):
     task_queue: str = Field("evoskill", description="Task queue of the orchestrator worker")
 
 
-class QdrantSettings(BaseModel):
+class QdrantSettings(_Group):
     url: str = Field("", description="External Qdrant URL; empty = local mode on disk under the state folder")
     collection: str = Field("experiences", description="Collection of experience units")
     api_key: str = Field("", description="API key for an external Qdrant")
 
 
-class TelemetrySettings(BaseModel):
+class TelemetrySettings(_Group):
     otlp_endpoint: str = Field("", description="OTLP/gRPC collector endpoint; empty = no export")
     console: bool = Field(False, description="Also print spans to stderr (debugging)")
     enabled: bool = Field(True, description="Create spans and propagate trace context")
 
 
-class ServiceEndpoint(BaseModel):
+class ServiceEndpoint(_Group):
     host: str = Field("127.0.0.1", description="Address the service binds to and is reached at")
     port: int = Field(0, description="gRPC port")
 
@@ -67,13 +76,13 @@ class ServiceEndpoint(BaseModel):
         return f"{self.host}:{self.port}"
 
 
-class GrpcSettings(BaseModel):
+class GrpcSettings(_Group):
     deadline_s: float = Field(10.0, description="Default deadline of every client call (seconds)")
     retries: int = Field(3, description="Attempts for calls that are safe to retry")
     shutdown_grace_s: float = Field(5.0, description="Seconds in-flight calls get on shutdown")
 
 
-class SandboxSettings(BaseModel):
+class SandboxSettings(_Group):
     step_timeout_s: float = Field(10.0, description="A step that takes longer fails and its worker is replaced")
     memory_mb: int = Field(2048, description="Address-space cap of each environment worker (MiB)")
     step_quota: int = Field(
@@ -89,7 +98,7 @@ class SandboxSettings(BaseModel):
     )
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(_Group):
     """Seed 000 §4: MCTS parameters (defaults inside the suggested ranges)."""
 
     num_simulations: int = Field(64, description="Simulations per real step (seed range 50-2000)")
@@ -123,7 +132,7 @@ class SearchSettings(BaseModel):
     max_episode_steps: int = Field(50, description="Real steps before an episode is cut off")
 
 
-class RewardSettings(BaseModel):
+class RewardSettings(_Group):
     """Seed 000 §3.2 dense terms and seed 004 §5.3 dimensions."""
 
     tool_success: float = Field(0.1, description="A tool call (action) that succeeded")
@@ -141,7 +150,7 @@ class RewardSettings(BaseModel):
     curiosity_weight: float = Field(0.2, description="Weight of the curiosity (novelty) bonus")
 
 
-class LearnerSettings(BaseModel):
+class LearnerSettings(_Group):
     """Seed 000 §4 training parameters."""
 
     lr: float = Field(3e-4, description="Adam learning rate (1e-5 - 1e-3)")
@@ -173,7 +182,7 @@ class LearnerSettings(BaseModel):
     )
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(_Group):
     """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall, then re-rank and MMR)."""
 
     featurizer: Literal["hash", "minilm"] = Field(
@@ -186,7 +195,7 @@ class MemorySettings(BaseModel):
     limit: int = Field(5, description="Experiences returned when a request sets no limit")
 
 
-class LlmSettings(BaseModel):
+class LlmSettings(_Group):
     """Optional OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, hosted APIs) that ranks actions."""
 
     base_url: str = Field(
@@ -243,7 +252,7 @@ class Settings(BaseSettings):
 
     def endpoint(self, service: str) -> ServiceEndpoint:
         if service not in SERVICES:
-            raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+            raise InvalidInput(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
         endpoint: ServiceEndpoint = getattr(self, f"{service}_endpoint")
         return endpoint
 
@@ -263,6 +272,20 @@ class Settings(BaseSettings):
         return f"{self.nats.subject_prefix}.{name}"
 
 
+class ConfigFileError(InvalidInput):
+    """EVOSKILL_CONFIG_FILE names a file that is missing or not a mapping of settings."""
+
+
+def explain(error: ValidationError) -> list[str]:
+    """One line per invalid setting, naming it as a user writes it: the dotted key and its variable."""
+    lines = []
+    for e in error.errors():
+        key = ".".join(str(part) for part in e["loc"])
+        variable = "EVOSKILL_" + "__".join(str(part) for part in e["loc"]).upper()
+        lines.append(f"setting {key} ({variable}): {e['msg']} (got {e.get('input')!r})")
+    return lines
+
+
 class _FileSource(PydanticBaseSettingsSource):
     """Reads the file named by EVOSKILL_CONFIG_FILE (YAML or TOML), if any."""
 
@@ -275,11 +298,11 @@ class _FileSource(PydanticBaseSettingsSource):
             return {}
         path = Path(name)
         if not path.is_file():
-            raise FileNotFoundError(f"EVOSKILL_CONFIG_FILE={name} does not exist")
+            raise ConfigFileError(f"EVOSKILL_CONFIG_FILE={name} does not exist")
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
         if not isinstance(data, dict):
-            raise ValueError(f"{name}: expected a mapping of settings at the top level")
+            raise ConfigFileError(f"EVOSKILL_CONFIG_FILE={name}: expected a mapping of settings at the top level")
         return data
 
 
@@ -288,17 +311,28 @@ def get_settings() -> Settings:
     return Settings()
 
 
-def describe(model: type[BaseModel] = Settings, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted name, default, meaning) of every setting, for `evoskill config` and the docs."""
-    rows: list[tuple[str, str, str]] = []
-    instance = model() if model is not Settings else Settings.model_construct()
-    for name, field in model.model_fields.items():
-        value = getattr(instance, name, None)
+@dataclass(frozen=True)
+class SettingRow:
+    name: str  # dotted, as in a config file: search.c_puct
+    value: Any  # in effect (defaults, then EVOSKILL_CONFIG_FILE, then the environment)
+    default: Any
+    variable: str  # the environment variable that sets it
+    meaning: str
+
+
+def describe(settings: BaseModel | None = None, prefix: str = "") -> list[SettingRow]:
+    """Every setting with the value in effect, its default, its variable and its meaning
+    (`evoskill config` and the docs); `settings` defaults to the defaults."""
+    if settings is None:
+        settings = Settings.model_construct()
+    defaults = type(settings).model_construct() if isinstance(settings, Settings) else type(settings)()
+    rows: list[SettingRow] = []
+    for name, field in type(settings).model_fields.items():
+        value, default = getattr(settings, name), getattr(defaults, name)
         if isinstance(value, BaseModel):
-            rows += describe(type(value), f"{prefix}{name}.") if not isinstance(value, ServiceEndpoint) else [
-                (f"{prefix}{name}.{k}", repr(getattr(value, k)), f.description or "")
-                for k, f in ServiceEndpoint.model_fields.items()
-            ]
+            rows += describe(value, f"{prefix}{name}.")
         else:
-            rows.append((f"{prefix}{name}", repr(value), field.description or ""))
+            dotted = f"{prefix}{name}"
+            rows.append(SettingRow(dotted, value, default, "EVOSKILL_" + dotted.replace(".", "__").upper(),
+                                   field.description or ""))
     return rows

@@ -9,6 +9,7 @@ from __future__ import annotations
 import grpc
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput
 from evoskill.core.reward import score_transition
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
@@ -22,7 +23,7 @@ SERVICE_NAME = "evoskill.reward.v1.RewardService"
 
 def check_transition(transition: common_pb2.Transition) -> None:
     if not transition.action.text:
-        raise ValueError("transition.action.text is empty: nothing to score")
+        raise InvalidInput("transition.action.text is empty: nothing to score")
 
 
 class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
@@ -45,13 +46,19 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
     ) -> reward_pb2.ScoreBatchReply:
         for i, transition in enumerate(request.transitions):
             if not transition.action.text:
-                raise ValueError(f"transitions[{i}].action.text is empty: nothing to score")
+                raise InvalidInput(f"transitions[{i}].action.text is empty: nothing to score")
         return reward_pb2.ScoreBatchReply(results=[self.score(t) for t in request.transitions])
 
 
 def scored_event(transition: common_pb2.Transition, breakdown: reward_pb2.RewardBreakdown) -> events_pb2.RewardScored:
+    """The score with the step it scored, less what only scoring needed: the memory (the consumer) reads
+    the state's text, the action and the feedback, not the two valid-action lists or the history digest."""
+    step = common_pb2.Transition()
+    step.CopyFrom(transition)
+    del step.before.valid_actions[:], step.after.valid_actions[:]
+    step.ClearField("history")
     return events_pb2.RewardScored(
-        transition=transition,
+        transition=step,
         total=breakdown.total,
         terms=dict(breakdown.terms),
         completion=breakdown.completion,
@@ -66,7 +73,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.STEP_EXECUTED, events_pb2.StepExecuted)
     async def on_step(event: events_pb2.StepExecuted) -> None:
-        breakdown = servicer.score(event.transition)  # ValueError -> dead letter with the reason
+        breakdown = servicer.score(event.transition)  # InvalidInput -> dead letter with the reason
         await bus.publish(Subjects.REWARD_SCORED, scored_event(event.transition, breakdown))
 
     return ServiceParts(registrations=[(reward_pb2_grpc.add_RewardServiceServicer_to_server, servicer, SERVICE_NAME)])

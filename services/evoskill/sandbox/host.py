@@ -1,7 +1,8 @@
 """EnvHost: one environment and its session state, as a worker process runs it.
 
 Pure of transports (the worker process and the gRPC service wrap it), so it is tested directly.
-Real steps build full `Transition`s; search-time probes (`simulate`) replay action paths from the
+Real steps build full `Transition`s, each carrying the bounded digest of the episode before it (the
+session keeps the whole `EpisodeLog`); search-time probes (`simulate`) replay action paths from the
 session's current state, reusing where the environment already is: a probe that extends the path
 the environment stands on steps only the suffix, anything else restores the root (natively where the
 environment can, else reset + replay) and steps the path. Stepped paths are cached, so probing a
@@ -16,6 +17,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import PermissionDenied
+from evoskill.core.reward.history import EpisodeLog
 from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
 
@@ -63,7 +66,8 @@ class EnvHost:
     read_only: bool = False
     seed: int = 0
     cache_size: int = 4096
-    observations: list[str] = field(default_factory=list)  # reset text, then each real step's feedback
+    history: EpisodeLog = field(default_factory=EpisodeLog)  # the real steps so far, reset text first
+    steps: int = 0  # real steps taken
     _root: Snapshot | None = None
     _at: tuple[str, ...] | None = None  # path (from the root) the env stands on during search
     _cache: OrderedDict[tuple[str, ...], sandbox_pb2.ProbeResult] = field(default_factory=OrderedDict)
@@ -81,7 +85,7 @@ class EnvHost:
     def reset(self, seed: int, fold: str) -> common_pb2.Observation:
         obs = self.env.reset(seed, fold)
         self._rng = random.Random(seed)
-        self.observations = [obs.text]
+        self.history, self.steps = EpisodeLog.start(obs.text), 0
         self._new_root()
         return obs
 
@@ -94,7 +98,7 @@ class EnvHost:
 
     def check_action(self, action: str) -> None:
         if self.read_only and self.env.template(action) not in READ_ONLY_TEMPLATES:
-            raise PermissionError(f"read-only mode: {action!r} may change the world")
+            raise PermissionDenied(f"read-only mode: {action!r} may change the world")
 
     def step(self, action: str) -> common_pb2.Transition:
         """One real step; the env is in the session's state afterwards."""
@@ -102,13 +106,15 @@ class EnvHost:
         self._restore_root()
         before = self.env.observation()
         failure = self.faults.draw(self._rng)
-        transition = self._transition(before, action, failure, list(self.env.actions), self.observations)
-        self.observations.append(transition.after.text)
+        transition = self._transition(before, action, failure, self.steps, self.history)
+        if transition.failure.kind == FailureKind.FAILURE_KIND_NONE:  # an injected failure never ran the action
+            self.history.record(action, transition.after.text)
+        self.steps += 1
         self._new_root()
         return transition
 
     def _transition(self, before: common_pb2.Observation, action: str, failure: common_pb2.Failure | None,
-                    previous_actions: list[str], previous_observations: list[str]) -> common_pb2.Transition:
+                    index: int, history: EpisodeLog) -> common_pb2.Transition:
         template = self.env.template(action)
         if failure is None:
             after, reward = self.env.step(action)  # InvalidActionError names the action
@@ -118,10 +124,9 @@ class EnvHost:
             after.CopyFrom(before)
             after.text = f"{failure.message}: {action}"
         return common_pb2.Transition(
-            episode_id=self.episode_id, step_index=len(previous_actions), env_spec=self.env_spec,
+            episode_id=self.episode_id, step_index=index, env_spec=self.env_spec,
             before=before, action=common_pb2.Action(text=action, template=template), after=after,
-            env_reward=reward, failure=failure, previous_actions=previous_actions,
-            previous_observations=previous_observations,
+            env_reward=reward, failure=failure, history=history.digest(),
         )
 
     # -- search -----------------------------------------------------------------------------------
@@ -183,11 +188,11 @@ class EnvHost:
             cost = self._goto(path[:-1])
             before = self.env.observation()
             failure = self.faults.draw(random.Random(_path_seed(seed, path))) if self._faulty else None
-            history = [*self.env.actions]
             # The simulated path is part of the episode's history too (loops and novelty inside search).
-            path_feedback = [self._cache[path[:k]].observation.text for k in range(1, len(path))
-                             if path[:k] in self._cache]
-            transition = self._transition(before, path[-1], failure, history, [*self.observations, *path_feedback])
+            walked = [(path[k - 1], self._cache[path[:k]].observation.text if path[:k] in self._cache else "")
+                      for k in range(1, len(path))]
+            transition = self._transition(before, path[-1], failure, self.steps + len(path) - 1,
+                                          self.history.extended(walked))
             self._at = path if failure is None else path[:-1]
             cost += 1 if failure is None else 0
             obs = transition.after

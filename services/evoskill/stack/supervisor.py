@@ -162,6 +162,9 @@ class Stack:
 
     def _release_lock(self) -> None:
         if self._lock is not None:
+            # Unlink while still holding it: a refused `up` (which never held it) leaves nothing behind either.
+            with contextlib.suppress(FileNotFoundError):
+                (self.state_dir / LOCK_FILE).unlink()
             self._lock.close()
             self._lock = None
 

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import sqlite3
@@ -33,10 +34,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from evoskill.core.errors import InvalidInput
 from evoskill.core.learn.data import Example, TemplateFn, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
+log = logging.getLogger(__name__)
 StepKey = tuple[str, int]  # (episode id, position of the step among the episode's examples)
 ONLINE, OFFLINE, EVICTED = "online", "offline", "evicted"
 
@@ -237,7 +240,7 @@ class MixedReplay:
         before returning; returns how many were new (the others' ids were seen before)."""
         for episode in episodes:
             if not episode.episode_id:
-                raise ValueError("an episode needs an episode_id (it is the idempotency key)")
+                raise InvalidInput("an episode needs an episode_id (it is the idempotency key)")
         buffer = OFFLINE if offline else ONLINE
         versions = [policy_version_number(e.policy_version) if version is None else version for e in episodes]
         with self._lock:
@@ -280,11 +283,17 @@ class MixedReplay:
             rows = self._db.execute(
                 "SELECT buffer, version, payload FROM episodes WHERE payload IS NOT NULL ORDER BY rowid"
             ).fetchall()
+            older = 0
             for buffer, version, payload in rows:
                 episode = EpisodeCompleted.FromString(payload)
-                if episode.episode_id not in self._buffer(buffer):
+                if not any(step.action.text for step in episode.steps):
+                    older += 1  # stored before steps were published once (EpisodeStep.transition): unreadable
+                elif episode.episode_id not in self._buffer(buffer):
                     self._place(episode, buffer, int(version))
-            return len(rows)
+            if older:
+                log.warning("replay: %d stored episodes are in the format before EpisodeStep lost its transition "
+                            "and are left out", older)
+            return len(rows) - older
 
     def sample(self, n: int) -> ReplaySample:
         with self._lock:

@@ -105,6 +105,7 @@ class Learner:
         self.vocab = SkillVocab(self.config.max_skills)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.settings.lr)
         self.steps = 0
+        self.skipped_steps = 0  # updates refused for a non-finite loss or gradient
         self.version = 0
 
     # -- data -> tensors ------------------------------------------------------------------------
@@ -209,10 +210,16 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         terms["loss"].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.settings.grad_clip)
-        self.optimizer.step()
-        self.steps += 1
         metrics = {k: float(v.detach()) for k, v in terms.items()}
         metrics["grad_norm"] = float(grad_norm)
+        if not (np.isfinite(metrics["loss"]) and np.isfinite(metrics["grad_norm"])):
+            # One bad number in a batch must never reach θ: Adam would spread it to every weight for good.
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped_steps += 1
+            metrics["skipped"] = 1.0
+            return metrics, np.zeros(len(batch.returns))
+        self.optimizer.step()
+        self.steps += 1
         surprise = (batch.returns - value.detach()).abs().numpy()
         return metrics, surprise
 

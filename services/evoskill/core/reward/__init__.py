@@ -9,7 +9,7 @@ from evoskill.core.reward.curiosity import (
     state_key,
     with_curiosity,
 )
-from evoskill.core.reward.history import EpisodeHistory
+from evoskill.core.reward.history import EpisodeHistory, EpisodeLog
 from evoskill.core.reward.terms import TERM_NAMES, StepSignals, score_transition, step_signals, total_of
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "DynamicsBatch",
     "DynamicsCuriosity",
     "EpisodeHistory",
+    "EpisodeLog",
     "NoveltyCounter",
     "StepSignals",
     "hashed_text_features",

@@ -93,22 +93,18 @@ def step_signals(transition: Transition, history: EpisodeHistory | None = None) 
     effect = not failed and _world(after) != _world(before)
     # A useless loop: an action already taken that brings back feedback already seen (A→B→A→B…, a
     # second "look" in the same room). A repeated action with new feedback (walking a corridor) is not one.
-    loop = (
-        not external_failure
-        and normalise(transition.action.text) in history.seen_actions()
-        and normalise(after.text) in history.seen_observations(before.text)
-    )
+    loop = not external_failure and history.took(transition.action.text) and history.saw(after.text, before.text)
     # A result is used when the action names something an earlier step's feedback revealed (not just
     # echoed from that step's own action). Credited here, at the using step: a pure per-step function
     # cannot revise the producing step, and the discounted return carries it back there.
     arguments = action_arguments(transition.action.text, transition.action.template)
-    result_used = not failed and not loop and bool(arguments & history.revealed_words())
+    result_used = not failed and not loop and bool(arguments & history.revealed)
     score_delta = after.score - before.score
     # Count-based novelty within the episode (curiosity, seed 000 §5.3): an action that changed the world
     # into a place whose description the episode has not shown before.
     # An arrival is a step whose feedback is the place's description (moving in TextWorld(Express)).
     arrived = not after.look or normalise(after.text) == normalise(after.look)
-    novel = effect and not loop and arrived and normalise(after.text) not in history.seen_observations(before.text)
+    novel = effect and not loop and arrived and not history.saw(after.text, before.text)
     return StepSignals(
         own_failure=own_failure,
         external_failure=external_failure,
@@ -185,7 +181,7 @@ def score_transition(
 ) -> RewardBreakdown:
     """Score one step (see the module docstring for the formula).
 
-    `history` defaults to the one the transition carries (previous_actions/previous_observations);
+    `history` defaults to the digest the transition carries (`Transition.history`);
     `curiosity` is an intrinsic bonus computed elsewhere (curiosity.py); when None, the episode's own
     count-based novelty (1 for a step into a place not seen before) is used; weighted by curiosity_weight."""
     signals = step_signals(transition, history)

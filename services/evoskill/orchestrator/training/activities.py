@@ -15,10 +15,10 @@ import grpc
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from evoskill.clients.episodes import episode_request, play
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-from evoskill.orchestrator.evaluate import episode_request, play
-from evoskill.orchestrator.training_logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
-from evoskill.orchestrator.training_report import record_metrics
+from evoskill.orchestrator.training.logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
+from evoskill.orchestrator.training.report import record_metrics
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 
@@ -81,7 +81,7 @@ class TrainingActivities:
 
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
-        """Train θ on replay once this epoch's episodes have arrived there; a learner without Train is noted.
+        """Train θ on replay once this epoch's episodes have arrived there.
         A retry (this worker died after the learner finished) sends the same request id and gets that version."""
         request = learner_pb2.TrainRequest(steps=task.steps, batch_size=task.batch_size, seed=task.seed,
                                            episode_ids=task.episode_ids, wait_seconds=task.wait_seconds,
@@ -92,8 +92,6 @@ class TrainingActivities:
                 async with self._heartbeats():
                     reply = await stub.Train(request, timeout=task.wait_seconds + 3600)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    return TrainResult("", {}, 0, note="the learner does not implement Train yet")
                 raise rpc_failure("learner Train", exc) from exc
         return TrainResult(reply.policy_version, dict(reply.losses), reply.samples)
 
