@@ -12,7 +12,8 @@ import pytest
 from evoskill.bench.quality import run_quality_bench
 from evoskill.bench.suites import SUITES, Budget
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Two stacks brought up and down, an online epoch on each: past the 300 s default on a loaded 2-core machine.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def test_the_quick_path_on_coin(tmp_path: Path) -> None:
