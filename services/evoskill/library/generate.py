@@ -2,8 +2,8 @@
 
 Each worker holds one environment (an `EnvHost`, reused across episodes: a JVM start costs about a
 second) and plays the planner's own "demo" agent (`EpisodePlayer`) against it in-process: the
-sandbox's and the reward service's calls are answered by the host and by the reward servicer's own
-scoring, so an episode made here is the one the stack records when it plays a demonstration (the
+sandbox's and the reward service's calls are answered by the host and by the reward service's own
+function (`Scorer`), so an episode made here is the one the stack records when it plays a demonstration (the
 candidates' templates, their `seen` marks, the rewards), without a service in between.
 
 `seen` marks need every child of every state stepped once; on environments without a native state
@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from multiprocessing.util import Finalize
 from typing import Any
 
+from evoskill.core.reward import Scorer
 from evoskill.events.v1 import events_pb2
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import Settings
-from evoskill.reward.service import RewardServicer
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.host import EnvHost
+from evoskill.sandbox.service import textworld_cache_dir
 from evoskill.sandbox.v1 import sandbox_pb2
 
 _CTX = mp.get_context("spawn")  # never fork a process that may hold gRPC's threads
@@ -38,7 +39,8 @@ class HostSandbox:
     """The sandbox calls the demo agent makes, answered in-process by one `EnvHost` (one session at a time;
     the host and its environment stay open across sessions of the same spec)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: str | None = None) -> None:
+        self.cache_dir = cache_dir  # tw-make's games (the stack's own cache)
         self.host: EnvHost | None = None
         self.env_steps = 0  # every environment step, the children stepped for `seen` included
 
@@ -46,7 +48,7 @@ class HostSandbox:
         if self.host is None or self.host.env_spec != request.env_spec:
             self.close()
             self.host, obs = EnvHost.open(request.env_spec, request.seed, request.fold, request.episode_id,
-                                          gold_path=request.gold_path)
+                                          gold_path=request.gold_path, cache_dir=self.cache_dir)
         else:
             self.host.episode_id = request.episode_id
             obs = self.host.reset(request.seed, request.fold)
@@ -74,16 +76,13 @@ class HostSandbox:
 
 
 class LocalReward:
-    """The reward service's Score, in-process: the servicer's own scoring with the same settings."""
+    """The reward service's Score, in-process: the same function with the same settings (core.reward.Scorer)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.servicer = RewardServicer(settings)
+        self.scorer = Scorer.for_settings(settings)
 
     def Score(self, request: reward_pb2.ScoreRequest) -> reward_pb2.RewardBreakdown:
-        return self.servicer.score(request.transition)
-
-    def ScoreBatch(self, request: reward_pb2.ScoreBatchRequest) -> reward_pb2.ScoreBatchReply:
-        return reward_pb2.ScoreBatchReply(results=[self.servicer.score(t) for t in request.transitions])
+        return self.scorer(request.transition)
 
 
 def episode_id(spec: str, fold: str, seed: int) -> str:
@@ -98,9 +97,10 @@ class DemoPlayer:
     settings: Settings
     seen: bool = True
     max_steps: int = 1000
-    sandbox: HostSandbox = field(default_factory=HostSandbox)
+    sandbox: HostSandbox = field(init=False)
 
     def __post_init__(self) -> None:
+        self.sandbox = HostSandbox(textworld_cache_dir(self.settings))
         search = self.settings.search if self.seen else self.settings.search.model_copy(
             update={"prefetch_children": 0})
         self.search_settings = search
@@ -109,7 +109,7 @@ class DemoPlayer:
     def play(self, spec: str, fold: str, seed: int) -> tuple[events_pb2.EpisodeCompleted, int]:
         """The episode, and the environment steps it cost (the children stepped for `seen` included)."""
         before = self.sandbox.env_steps
-        player = EpisodePlayer(self.sandbox, self.reward, self.search_settings)
+        player = EpisodePlayer(self.sandbox, self.reward, self.search_settings, self.reward.scorer.total)
         request = planner_pb2.PlayEpisodeRequest(env_spec=spec, seed=seed, fold=fold, max_steps=self.max_steps,
                                                  episode_id=episode_id(spec, fold, seed),
                                                  config=planner_pb2.SearchConfig(agent="demo"))
