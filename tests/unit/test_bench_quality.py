@@ -7,7 +7,7 @@ from rich.console import Console
 
 from evoskill.bench.outer_loop import AgentRow
 from evoskill.bench.quality import quality_summary, setting_overrides, show_quality
-from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve
+from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve, with_budget
 from evoskill.envs.scienceworld_env import scienceworld_available
 from evoskill.envs.spec import parse_spec
 
@@ -57,3 +57,13 @@ def test_the_summary_gives_mean_and_spread_over_seeds_with_the_budget() -> None:
     text = console.export_text()
     assert "60% ± 14%" in text and "600 ± 141" in text
     assert "library 40 gold paths, 100 gradient steps; 3 test games ≤ 30 steps, 4 simulations" in text
+
+
+def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
+    suite = with_budget(resolve("cooking-easy", None), False, ["simulations=8", "library_episodes=300"])
+    assert suite.budget.simulations == 8 and suite.budget.library_episodes == 300
+    assert suite.to_json(False)["budget"]["simulations"] == 8
+    assert with_budget(suite, True, ["wall_time_s=60"]).quick.wall_time_s == 60.0
+    for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"]):
+        with pytest.raises(ValueError, match="--budget"):
+            with_budget(suite, False, bad)

@@ -7,7 +7,7 @@ epochs play train-fold games and evaluate on dev, and the agents are measured on
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 
@@ -98,3 +98,23 @@ def resolve(name: str | None, env: str | None) -> Suite:
     if suite is None:
         raise ValueError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
     return replace(suite, env=env) if env else suite
+
+
+def with_budget(suite: Suite, quick: bool, pairs: list[str]) -> Suite:
+    """`suite` with the budget it runs (full or quick) changed by `name=value` pairs (`simulations=8`); the
+    summary records the budget that ran, so a smaller run never passes for the suite's own."""
+    budget = suite.pick(quick)
+    types = {f.name: f.type for f in fields(Budget)}
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or name not in types:
+            raise ValueError(f"--budget {pair!r}: expected name=value with a name among {', '.join(types)}")
+        try:
+            changes[name] = float(value) if types[name] in (float, "float") else int(value)
+        except ValueError:
+            raise ValueError(f"--budget {pair!r}: {value!r} is not a number") from None
+        if changes[name] < 0:
+            raise ValueError(f"--budget {pair!r}: must not be negative")
+    changed = replace(budget, **changes)
+    return replace(suite, quick=changed) if quick else replace(suite, budget=changed)
