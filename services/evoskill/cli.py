@@ -394,10 +394,13 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
 
 def _mount_optional() -> None:
     from evoskill.explore_cli import explore
+    from evoskill.library.cli import demos, library_app
     from evoskill.train_cli import train
 
     app.command("train")(train)
     app.command("explore")(explore)
+    app.command("demos")(demos)
+    app.add_typer(library_app, name="library")
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app
 

@@ -153,6 +153,9 @@ class LearnerSettings(_Group):
     grad_clip: float = Field(1.0, description="Gradient norm clip")
     replay_capacity: int = Field(10_000, description="Replay buffer capacity (1000-10000)")
     online_fraction: float = Field(0.5, description="Share of each batch drawn from fresh online experience")
+    library_capacity: int = Field(
+        200_000, description="Steps the offline library holds (demonstrations, imported trajectories); oldest go first"
+    )
     epochs: int = Field(10, description="Outer-loop epochs (10-100)")
     tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
     featurizer: Literal["hash", "minilm"] = Field(

@@ -43,7 +43,7 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
 LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
     "evoskill.planner.v1.PlannerService": (("PlayEpisode", "Search"), 3600.0),
     "evoskill.sandbox.v1.SandboxService": (("CreateSession",), 300.0),
-    "evoskill.learner.v1.LearnerService": (("Train",), 3600.0),
+    "evoskill.learner.v1.LearnerService": (("Train", "ImportEpisodes", "ExportEpisodes"), 3600.0),
 }
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])

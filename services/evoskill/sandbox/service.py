@@ -53,11 +53,15 @@ class Session:
             )
 
 
+def textworld_cache_dir(settings: Settings) -> str:
+    """Where tw-make's games are kept, shared by every environment of the stack (absolute)."""
+    return str((settings.sandbox.textworld_cache_dir or settings.state_dir / "cache" / "textworld").resolve())
+
+
 class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
     def __init__(self, settings: Settings, bus: Bus | None) -> None:
         self.settings: SandboxSettings = settings.sandbox
-        cache = self.settings.textworld_cache_dir or settings.state_dir / "cache" / "textworld"
-        self.cache_dir = str(cache.resolve())  # tw-make's games, shared by the workers
+        self.cache_dir = textworld_cache_dir(settings)  # tw-make's games, shared by the workers
         self.bus = bus
         self.address = settings.endpoint("sandbox").advertised  # names the sessions this replica holds
         self.sessions: dict[str, Session] = {}
