@@ -5,9 +5,9 @@ embedded stack's `--replicas`), else to `host:port`, which on Kubernetes is a he
 lists every ready pod, spread per call by gRPC's round_robin policy (`rpc.service_config`).
 
 What a replica owns is named by that replica's own address: a sandbox session id is `<owner address>/<id>`,
-and every call on the session dials the owner directly, whichever replica of the caller
-makes it and whichever connection it used before (`ReplicaStub`). An id naming a replica the service does not have is
-NOT_FOUND, one naming a replica that cannot be reached UNAVAILABLE, each message naming the replica.
+and every call on the session dials the owner directly (`ReplicaStub`), whichever replica of the caller makes
+it and whichever connection it used before. An id naming a replica the service does not have is NOT_FOUND,
+one naming a replica that cannot be reached UNAVAILABLE, each message naming the replica.
 """
 
 from __future__ import annotations
