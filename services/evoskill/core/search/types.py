@@ -72,6 +72,11 @@ class SearchConfig:
     visit count (the expansion counts as one visit, as in mctx) and Q(s,a) = r(s,a) + gamma * V(child).
     `normalize_q`: Q is min-max normalised by the smallest and largest Q seen so far in this search
     (MuZero's MinMaxStats), so c_puct does not depend on the reward scale; off, Q is used raw.
+
+    `algorithm="gumbel"`: Gumbel MuZero (core/search/gumbel.py): sequential halving among
+    `gumbel_max_actions` root actions, the deterministic non-root rule, and the improved policy as the
+    result's `policy_target`. The PUCT knobs (c_puct, Dirichlet noise, early stop, widening, template-first
+    selection, virtual loss, batch_size: a halving level is one batch) do not apply to it.
     """
 
     num_simulations: int = 200  # seed §4: 50-2000
@@ -93,8 +98,19 @@ class SearchConfig:
     transpositions: bool = True  # nodes with equal state keys are one node (a DAG)
     max_depth: int = 64  # selection stops here (guards cycles through transpositions)
     seed: int = 0
+    algorithm: Literal["puct", "gumbel"] = "puct"
+    gumbel_max_actions: int = 16  # root actions sampled without replacement (Gumbel-top-k)
+    gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q, q min-max normalised
+    gumbel_c_scale: float = 0.1
+    gumbel_scale: float = 1.0  # of the root's Gumbel noise; 0: the top-m by prior, no exploration (evaluation)
 
     def __post_init__(self) -> None:
+        if self.algorithm not in ("puct", "gumbel"):
+            raise ValueError(f"algorithm must be 'puct' or 'gumbel', not {self.algorithm!r}")
+        if self.gumbel_max_actions < 1:
+            raise ValueError("gumbel_max_actions must be >= 1")
+        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0 or self.gumbel_scale < 0:
+            raise ValueError("gumbel_c_visit and gumbel_scale must be >= 0, gumbel_c_scale > 0")
         if self.num_simulations < 1:
             raise ValueError("num_simulations must be >= 1")
         if self.batch_size < 1:
