@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
 app = typer.Typer(help="evoskill: tool-using agents that improve their own skills.", no_args_is_help=True)
@@ -301,7 +302,8 @@ def eval_cmd(
     async def main() -> None:
         async with services(settings, console.print):
             report = EvalReport(env, agent, fold, simulations, [],
-                                {"search": settings.search.model_dump(), "max_steps": max_steps, "policy": policy})
+                                {"search": settings.search.model_dump() | {"num_simulations": simulations},
+                                 "max_steps": max_steps, "policy": policy})  # what the planner was asked to use
             slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
@@ -372,6 +374,8 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
         asyncio.run(main())
     except grpc.aio.AioRpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
     except StackError as exc:
         _fail(str(exc))
 

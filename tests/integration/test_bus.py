@@ -7,10 +7,12 @@ import uuid
 
 import pytest
 
+from evoskill.core.errors import InvalidInput
 from evoskill.events.v1 import events_pb2
-from evoskill.platform.bus import Bus, RejectMessage, Subjects
+from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.telemetry import current_trace_id, tracer
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +60,7 @@ async def test_poison_message_is_dead_lettered_and_does_not_block(settings: Sett
     @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
     async def handle(message: events_pb2.PolicyPublished) -> None:
         if message.version == "bad":
-            raise RejectMessage("version 'bad' is not a version")
+            raise InvalidInput("version 'bad' is not a version")
         processed.append(message.version)
         if len(processed) == 3 and len(letters) == 2:
             all_done.set()
@@ -92,7 +94,7 @@ async def test_poison_message_is_dead_lettered_and_does_not_block(settings: Sett
     assert bad.consumer == "svc-policy-published"
 
 
-async def test_transient_failures_are_retried_then_dead_lettered(settings: Settings) -> None:
+async def test_failures_other_than_bad_input_are_retried_then_dead_lettered(settings: Settings) -> None:
     settings = isolated(settings)  # max_deliver=3 in the test settings
     bus = Bus(settings, "svc")
     attempts: dict[str, int] = {}
@@ -104,8 +106,10 @@ async def test_transient_failures_are_retried_then_dead_lettered(settings: Setti
         attempts[message.version] = attempts.get(message.version, 0) + 1
         if message.version == "flaky" and attempts["flaky"] < 2:
             raise ConnectionError("downstream briefly unavailable")
+        if message.version == "buggy" and attempts["buggy"] < 2:
+            raise ValueError("invalid literal for int()")  # a bug, built-in: redelivered, not bad input
         if message.version == "broken":
-            raise ConnectionError("downstream is down")
+            raise KeyError("downstream is down")
 
     @bus.consumer(f"{Subjects.DLQ}.{Subjects.POLICY_PUBLISHED}", events_pb2.DeadLetter)
     async def dead(letter: events_pb2.DeadLetter) -> None:
@@ -114,16 +118,17 @@ async def test_transient_failures_are_retried_then_dead_lettered(settings: Setti
 
     await bus.start()
     try:
-        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="flaky"))
-        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="broken"))
+        for version in ("flaky", "buggy", "broken"):
+            await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version=version))
         await asyncio.wait_for(done.wait(), 15)
+        await until(lambda: attempts.get("flaky") == attempts.get("buggy") == 2, "the retried messages", 10)
     finally:
         await bus.stop()
-    assert attempts["flaky"] == 2
-    assert attempts["broken"] == 3
+    assert attempts == {"flaky": 2, "buggy": 2, "broken": 3}
     assert len(letters) == 1
     assert letters[0].deliveries == 3
-    assert "downstream is down" in letters[0].error
+    assert "failed 3 times" in letters[0].error and "KeyError" in letters[0].error
+    assert events_pb2.PolicyPublished.FromString(letters[0].payload).version == "broken"
 
 
 async def test_a_replicas_own_consumer_is_removed_after_it_goes_away(settings: Settings) -> None:

@@ -15,9 +15,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
-from evoskill.platform.bus import Bus, RejectMessage, Subjects
+from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel, start_server
 from evoskill.reward.service import SERVICE_NAME, RewardServicer
@@ -96,7 +97,7 @@ async def test_consumer_counts_outcomes_and_times_handling(reader: InMemoryMetri
     async def handle(message: events_pb2.PolicyPublished) -> None:
         attempts[message.version] = attempts.get(message.version, 0) + 1
         if message.version == "bad":
-            raise RejectMessage("not a version")
+            raise InvalidInput("not a version")
         if message.version == "flaky" and attempts["flaky"] < 2:
             raise ConnectionError("downstream briefly unavailable")
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 import pytest
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.platform.config import GrpcSettings
 from evoskill.platform.rpc import channel, check_health, rpc_method, service_config, start_server
 from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
@@ -27,7 +29,13 @@ class SlowOrPickyReward(reward_pb2_grpc.RewardServiceServicer):
         if request.transition.action.text == "sleep":
             await asyncio.sleep(2.0)
         if not request.transition.episode_id:
-            raise ValueError("transition.episode_id is empty")
+            raise InvalidInput("transition.episode_id is empty")
+        if request.transition.action.text == "lookup":
+            raise NotFound(f"no episode {request.transition.episode_id!r}")
+        if request.transition.action.text == "crash":
+            return reward_pb2.RewardBreakdown(total=float(int("one")))  # a bug: a built-in ValueError
+        if request.transition.action.text == "crash-key":
+            return reward_pb2.RewardBreakdown(terms={"x": {}["missing"]})  # a bug: a built-in KeyError
         return reward_pb2.RewardBreakdown(total=1.0)
 
 
@@ -57,14 +65,35 @@ async def test_call_past_its_deadline_fails_with_deadline_exceeded(reward_server
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-async def test_bad_input_answers_invalid_argument_naming_the_problem(reward_server) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("action", "episode", "code", "named"), [
+    ("look", "", grpc.StatusCode.INVALID_ARGUMENT, "InvalidInput: transition.episode_id is empty"),
+    ("lookup", "e7", grpc.StatusCode.NOT_FOUND, "NotFound: no episode 'e7'"),
+])
+async def test_a_domain_error_answers_its_status_naming_the_problem(reward_server, action: str, episode: str,  # type: ignore[no-untyped-def]
+                                                                    code: grpc.StatusCode, named: str) -> None:
     _, target = reward_server
     async with channel(target) as ch:
         stub = reward_pb2_grpc.RewardServiceStub(ch)
         with pytest.raises(grpc.aio.AioRpcError) as info:
-            await stub.Score(transition("look", episode=""))
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "episode_id is empty" in (info.value.details() or "")
+            await stub.Score(transition(action, episode=episode))
+    assert info.value.code() == code
+    assert info.value.details() == named
+
+
+@pytest.mark.parametrize(("action", "kind"), [("crash", "ValueError"), ("crash-key", "KeyError")])
+async def test_a_builtin_error_is_a_bug_answered_internal_and_logged(reward_server, caplog, action: str,  # type: ignore[no-untyped-def]
+                                                                     kind: str) -> None:
+    _, target = reward_server
+    async with channel(target) as ch:
+        stub = reward_pb2_grpc.RewardServiceStub(ch)
+        with caplog.at_level(logging.ERROR, logger="evoskill.platform.rpc"), \
+                pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Score(transition(action))
+    assert info.value.code() == grpc.StatusCode.INTERNAL
+    assert (info.value.details() or "").startswith(f"internal error: {kind}")
+    (record,) = [r for r in caplog.records if r.name == "evoskill.platform.rpc"]
+    assert "SlowOrPickyReward.Score failed" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0].__name__ == kind  # the stack trace is in the log
 
 
 async def test_health_reports_serving_for_registered_services(reward_server) -> None:  # type: ignore[no-untyped-def]

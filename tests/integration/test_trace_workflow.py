@@ -1,4 +1,4 @@
-"""An episode played by a Temporal workflow is one trace, from the client that starts the workflow down
+"""An episode played by the TrainingWorkflow is one trace, from the client that starts the workflow down
 to the consumers of the episode's events: real Temporal, nats-server and services over gRPC."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from evoskill.orchestrator.episode_workflow import EpisodeInput, EpisodeWorkflow, PlayedEpisode
 from evoskill.orchestrator.service import connect
+from evoskill.orchestrator.training_logic import TrainingInput, TrainingParams, TrainingResult
+from evoskill.orchestrator.training_workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 from evoskill.platform.service import start_service
 from tests.integration.test_bus import isolated
@@ -41,8 +42,8 @@ def grpc_server(method: str) -> Match:
 # RunWorkflow and the workflow's StartActivity both children of StartWorkflow (the workflow's context is
 # the one its starter sent), so RunWorkflow is checked beside the path, not on it.
 WORKFLOW_TO_EPISODE: tuple[Match, ...] = (
-    named("StartWorkflow:EpisodeWorkflow"), named("StartActivity:play_episode"), named("RunActivity:play_episode"),
-    grpc_server("PlayEpisode"),
+    named("StartWorkflow:TrainingWorkflow"), named("StartActivity:training.play_episode"),
+    named("RunActivity:training.play_episode"), grpc_server("PlayEpisode"),
 )
 # Below it, each consumer's own path: each list goes from an ancestor down to the consumer span.
 EPISODE_TO_CONSUMERS: dict[str, tuple[Match, ...]] = {
@@ -94,36 +95,41 @@ async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings,
     settings = stack
     spans.clear()
     client = await connect(settings)  # with the TracingInterceptor, as every evoskill client
-    played: PlayedEpisode = await client.execute_workflow(
-        EpisodeWorkflow.run,
-        EpisodeInput(env_spec="twx:coin", seed=3, fold="train", simulations=8, max_steps=4, rollout_depth=4),
-        id=f"episode-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue,
+    # One epoch of one episode, no training and no evaluation: the workflow's episode is the whole trace below.
+    params = TrainingParams(envs=["twx:coin"], epochs=1, episodes_per_epoch=1, eval_episodes=0, simulations=8,
+                            max_steps=4, train=False, seed=3)
+    trained: TrainingResult = await client.execute_workflow(
+        TrainingWorkflow.run, TrainingInput(params),
+        id=f"trace-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue,
     )
-    assert played.episode_id and played.steps > 0
+    (episode_id,) = trained.episode_ids
 
     def finished(match: Match) -> list[Span]:
         return [s for s in spans.get_finished_spans() if match(s)]
 
+    steps = len(finished(named("sandbox.step")))  # the episode is over: every real step's span has ended
+    assert steps > 0
+
     # Events are consumed after the workflow returns: wait for every step's score and the episode's storage.
     for _ in range(150):
-        if (len(finished(consumer_of("step.executed"))) >= played.steps and finished(consumer_of("episode.completed"))
-                and len(finished(consumer_of("reward.scored"))) >= played.steps):
+        if (len(finished(consumer_of("step.executed"))) >= steps and finished(consumer_of("episode.completed"))
+                and len(finished(consumer_of("reward.scored"))) >= steps):
             break
         await asyncio.sleep(0.1)
 
     everything = spans.get_finished_spans()
     by_id = {s.context.span_id: s for s in everything}
     (episode,) = [s for s in everything if s.name == "planner.episode"]
-    assert episode.attributes["evoskill.episode_id"] == played.episode_id
+    assert episode.attributes["evoskill.episode_id"] == episode_id
     trace_id = episode.context.trace_id
-    (root,) = finished(named("StartWorkflow:EpisodeWorkflow"))
+    (root,) = finished(named("StartWorkflow:TrainingWorkflow"))
     assert root.context.trace_id == trace_id and root.parent is None
-    (run,) = finished(named("RunWorkflow:EpisodeWorkflow"))
+    (run,) = finished(named("RunWorkflow:TrainingWorkflow"))
     assert run.parent is not None and run.parent.span_id == root.context.span_id
 
     # The planner's search belongs to the episode too.
     searches = finished(named("planner.search"))
-    assert len(searches) == played.steps
+    assert len(searches) == steps
     for search in searches:
         chain = ancestors(search, by_id)
         assert follows(chain, (*WORKFLOW_TO_EPISODE, named("planner.episode"))), " <- ".join(s.name for s in chain)
@@ -137,4 +143,4 @@ async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings,
             assert chain[-1] is root, f"{what}: the chain does not reach the workflow's start"
             assert follows(chain, (*WORKFLOW_TO_EPISODE, *path)), \
                 f"{what}: {' <- '.join(s.name for s in chain)}"
-    assert len(finished(consumer_of("step.executed"))) == played.steps
+    assert len(finished(consumer_of("step.executed"))) == steps

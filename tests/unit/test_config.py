@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import ConfigFileError, Settings, describe, explain
 
 
@@ -89,5 +90,5 @@ def test_config_lists_the_values_in_effect_with_their_variables(monkeypatch: pyt
 
 
 def test_unknown_service_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="unknown service 'plannr'"):
+    with pytest.raises(InvalidInput, match="unknown service 'plannr'"):
         Settings().endpoint("plannr")

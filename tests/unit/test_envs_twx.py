@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from evoskill.core.errors import InvalidInput
 from evoskill.envs import EnvSpecError, EnvStateError, InvalidActionError, make_env
 from evoskill.envs.base import heuristic_template
 from evoskill.envs.jvm import java_process
@@ -154,7 +155,7 @@ def test_reset_validates_fold_and_step_needs_reset() -> None:
     try:
         with pytest.raises(EnvStateError, match="reset"):
             e.step("look around")
-        with pytest.raises(ValueError, match="fold"):
+        with pytest.raises(InvalidInput, match="fold"):
             e.reset(0, "validation")
     finally:
         e.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.orchestrator.exploration_activities import choose_baseline
 from evoskill.orchestrator.exploration_logic import (
@@ -148,7 +149,7 @@ def test_registry_keeps_the_serving_pointer_durably_apart_from_latest(tmp_path: 
     assert reopened.serving_entry().version == "v000001"
     previous, now = reopened.set_serving("v000003", "promoted")
     assert previous is not None and previous.version == "v000001" and now.version == "v000003"
-    with pytest.raises(KeyError, match="not published"):
+    with pytest.raises(NotFound, match="not published"):
         reopened.set_serving("v000009", "x")
-    with pytest.raises(ValueError, match="reason is empty"):
+    with pytest.raises(InvalidInput, match="reason is empty"):
         reopened.set_serving("v000001", " ")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.learner.registry import PolicyRegistry, parse_version, version_name
 
 
@@ -13,13 +14,13 @@ def test_version_names_round_trip() -> None:
     assert version_name(3) == "v000003"
     assert [parse_version(v) for v in ("v000003", "3", " v12 ")] == [3, 3, 12]
     for bad in ("", "latest", "v0", "v-1", "policy-v3.onnx"):
-        with pytest.raises(ValueError, match="not of the form"):
+        with pytest.raises(InvalidInput, match="not of the form"):
             parse_version(bad)
 
 
 def test_index_survives_a_new_registry_object_and_only_newer_versions_publish(tmp_path: Path) -> None:
     registry = PolicyRegistry(tmp_path)
-    with pytest.raises(KeyError, match="no policy has been published"):
+    with pytest.raises(NotFound, match="no policy has been published"):
         registry.get("")
     for n in (1, 2):
         (tmp_path / f"policy-v{n:06d}.onnx").write_bytes(b"x" * n)
@@ -30,5 +31,5 @@ def test_index_survives_a_new_registry_object_and_only_newer_versions_publish(tm
     assert reopened.path(reopened.get("2")).read_bytes() == b"xx"
     with pytest.raises(ValueError, match="not newer"):
         reopened.add(2, tmp_path / "policy-v000002.onnx", {})
-    with pytest.raises(KeyError, match="not published"):
+    with pytest.raises(NotFound, match="not published"):
         reopened.get("v000007")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput
 from evoskill.core.memory import (
     experience_from_transition,
     experience_key,
@@ -79,7 +80,7 @@ def test_a_transition_becomes_an_experience_of_the_state_before_the_action() -> 
     assert (experience.reward, experience.success, experience.id) == (1.5, True, "ep/4")
     assert experience_from_transition(transition, 1.5, success=False).success is False
     transition.action.text = ""
-    with pytest.raises(ValueError, match="action"):
+    with pytest.raises(InvalidInput, match="action"):
         experience_from_transition(transition, 0.0)
 
 
@@ -133,5 +134,5 @@ def test_mmr_spreads_near_duplicates(copies: int, other_relevance: float, divers
 
 
 def test_mmr_rejects_diversity_outside_zero_one() -> None:
-    with pytest.raises(ValueError, match="diversity"):
+    with pytest.raises(InvalidInput, match="diversity"):
         mmr(np.ones(2), np.eye(2), 1.5, 2)

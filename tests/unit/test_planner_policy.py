@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.core.learn import HashingFeaturizer, Learner, OnnxPolicy, TrainConfig, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.learner.registry import PolicyRegistry
@@ -93,9 +94,9 @@ def test_store_serves_versions_from_the_registry_when_the_learner_is_down(regist
     assert store.get("1").version == "v000001" and store.get("v000001") is store.get("1")  # cached
     first, second = store.get("v000001")(BATCH[:1])[0][0], latest(BATCH[:1])[0][0]
     assert not np.allclose(first, second)  # two different θ, really
-    with pytest.raises(KeyError, match="not published"):
+    with pytest.raises(NotFound, match="not published"):
         store.get("v000009")
-    with pytest.raises(ValueError, match="not of the form"):
+    with pytest.raises(InvalidInput, match="not of the form"):
         store.get("latest")
 
 

@@ -220,8 +220,6 @@ def test_terminal_root_and_validation() -> None:
     done = search_compiled(np.array([1], np.int64), 0, table_step, table_evaluate, SearchConfig(), game.env, 2)
     assert done.action == -1 and done.stats.simulations == 0 and done.stats.nodes == 1
     root = np.array([0], np.int64)
-    with pytest.raises(ValueError, match="value_mix"):
-        search_compiled(root, 2, table_step, table_evaluate, SearchConfig(value_mix=0.5), game.env)
     with pytest.raises(ValueError, match="max_actions"):
         search_compiled(root, 2, table_step, table_evaluate, SearchConfig(), game.env, max_actions=1)
     wide = TableGame(3)  # the root has 1 action, its child 3: more than max_actions=1

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evoskill.core.errors import InvalidInput
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search, warm_up
 
 QUIET = {"dirichlet_weight": 0.0, "early_stop_fraction": None}
@@ -155,12 +156,14 @@ def test_terminal_root_and_validation() -> None:
     result = search(Root("done", 0), Diamond().step, SearchConfig(num_simulations=5))
     assert result.action == -1
     assert result.stats.simulations == 0
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput, match="num_simulations"):
         SearchConfig(num_simulations=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput, match="unvisited_q"):
         SearchConfig(unvisited_q="zero")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="one logit per legal action"):
+    # A callback that breaks the contract is a bug, not bad input.
+    with pytest.raises(ValueError, match="one logit per legal action") as info:
         search(Root((), 5), Fan().step, SearchConfig(num_simulations=2), lambda s: Evaluation([np.zeros(2)], [0.0]))
+    assert not isinstance(info.value, InvalidInput)
 
 
 def test_warm_up_runs_every_kernel() -> None:

@@ -28,13 +28,6 @@ def test_finds_the_combination_without_any_network() -> None:
     assert result.q_values[CODE[0]] > 0.5 > np.nanmax(np.delete(result.q_values, CODE[0]))
 
 
-def test_finds_the_combination_with_rollouts() -> None:
-    config = SearchConfig(num_simulations=150, value_mix=1.0, rollout_depth=4, gamma=1.0, seed=3)
-    result = search(Root((), 3, key=()), lock_step, config)
-    assert result.stats.env_steps > result.stats.simulations  # rollouts step the environment too
-    assert result.principal_variation() == list(CODE)
-
-
 ITEMS = ("apple", "bread", "cheese")
 
 

@@ -34,7 +34,7 @@ Fold seeds: ``tw-make --seed`` is ``seed % 10**6`` plus 0 (train), 1 000 000 (de
 train/dev/test variation lists).
 
 Scheme aliases: ``textworld-express`` for ``twx``, ``textworld`` for ``tw``, ``scienceworld`` and
-``sw`` for ``sciworld``. A bad spec raises :class:`EnvSpecError` (a ``ValueError``) that names the
+``sw`` for ``sciworld``. A bad spec raises :class:`EnvSpecError` (an ``InvalidInput``) that names the
 problem and lists what is accepted; :func:`list_environments` lists everything.
 
 The interface
@@ -53,8 +53,9 @@ have none: reset + replay of the action prefix) and ``copy()`` (TextWorld only).
 
 Errors: :class:`EnvSpecError` (bad spec, also bad params found when the env loads them),
 :class:`InvalidActionError` (strict mode: action not valid; ScienceWorld asks its parser about
-actions missing from its incomplete valid-action list), :class:`EnvStateError` (step before reset
-or after done), :class:`EnvUnavailableError` (package or Java runtime missing).
+actions missing from its incomplete valid-action list), all ``InvalidInput``; :class:`EnvStateError`
+(step before reset or after done; a ``FailedPrecondition``), :class:`EnvUnavailableError` (package or
+Java runtime missing; ``Unavailable``). The kinds are those of :mod:`evoskill.core.errors`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ import shutil
 from typing import Any
 
 from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.errors import Unavailable
 from evoskill.envs.base import (
     BaseTextEnv,
     EnvStateError,
@@ -107,7 +109,7 @@ __all__ = [
 ]
 
 
-class EnvUnavailableError(RuntimeError):
+class EnvUnavailableError(Unavailable):
     """The spec is fine but this machine cannot run it (package or Java runtime missing)."""
 
 

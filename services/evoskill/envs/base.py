@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.envs.spec import FOLDS, EnvSpec, EnvSpecError, parse_spec
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class InvalidActionError(ValueError):
+class InvalidActionError(InvalidInput):
     """The action is not valid in the current state (strict mode), or the env's parser rejected it."""
 
     def __init__(self, action: str, message: str, valid_actions: Sequence[str] = ()) -> None:
@@ -32,7 +33,7 @@ class InvalidActionError(ValueError):
         self.valid_actions = list(valid_actions)
 
 
-class EnvStateError(RuntimeError):
+class EnvStateError(FailedPrecondition):
     """The call does not fit the episode's state: step before reset, step after done, closed env."""
 
 
@@ -280,7 +281,7 @@ class BaseTextEnv(abc.ABC):
         if parsed.scheme != self.scheme:
             raise EnvSpecError(f"{type(self).__name__} runs {self.scheme}: specs, not {parsed.canonical()!r}")
         if max_steps is not None and max_steps <= 0:
-            raise ValueError(f"max_steps must be positive, got {max_steps}")
+            raise InvalidInput(f"max_steps must be positive, got {max_steps}")
         self._spec = parsed
         self.strict = strict
         self.max_steps = max_steps
@@ -353,9 +354,9 @@ class BaseTextEnv(abc.ABC):
     def reset(self, seed: int = 0, fold: str = "train") -> Observation:
         self._check_open()
         if fold not in FOLDS:
-            raise ValueError(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
+            raise InvalidInput(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
         if not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            raise InvalidInput(f"seed must be a non-negative integer, got {seed!r}")
         obs = self._reset(seed, fold)
         obs.moves = 0
         self._seed, self._fold = seed, fold

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from evoskill.core.errors import InvalidInput
+
 FOLDS: tuple[str, ...] = ("train", "dev", "test")
 
 # Readable aliases accepted for the scheme part.
@@ -129,7 +131,7 @@ _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\- ().]*$")
 
 
-class EnvSpecError(ValueError):
+class EnvSpecError(InvalidInput):
     """A spec string names an unknown scheme, game or task, or carries a malformed parameter."""
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.errors import InvalidInput
 from evoskill.envs.base import BaseTextEnv, TemplateMatcher, clamp01
 from evoskill.envs.spec import FOLDS, TW_RESERVED_OPTIONS, EnvSpec, EnvSpecError, parse_bool
 
@@ -289,7 +290,7 @@ class TextWorldAdapter(BaseTextEnv):
     def game_file(self, seed: int, fold: str) -> Path:
         """The cached game file for (seed, fold), generated if missing."""
         if fold not in FOLDS:
-            raise ValueError(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
+            raise InvalidInput(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
         argv = tw_make_argv(self._spec, fold)
         path, generated = ensure_game(
             self._spec.name, argv, self.game_seed(seed, fold), self.cache_dir, timeout=self.generate_timeout

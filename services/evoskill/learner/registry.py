@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from evoskill.core.errors import InvalidInput, NotFound
+
 INDEX = "index.json"
 _VERSION = re.compile(r"^v?(\d+)$")
 
@@ -37,10 +39,10 @@ def version_name(number: int) -> str:
 
 
 def parse_version(version: str) -> int:
-    """ "v000003" or "3" -> 3; anything else is a ValueError naming the accepted forms."""
+    """ "v000003" or "3" -> 3; anything else is an InvalidInput naming the accepted forms."""
     m = _VERSION.match(version.strip())
     if m is None or int(m.group(1)) < 1:
-        raise ValueError(f"policy version {version!r} is not of the form 'v000003' or '3'")
+        raise InvalidInput(f"policy version {version!r} is not of the form 'v000003' or '3'")
     return int(m.group(1))
 
 
@@ -107,17 +109,17 @@ class PolicyRegistry:
         return max(entries, key=lambda e: e.number) if entries else None
 
     def get(self, version: str = "") -> PolicyEntry:
-        """The entry of `version` ("" = latest); KeyError if it was never published."""
+        """The entry of `version` ("" = latest); NotFound if it was never published."""
         if not version:
             latest = self.latest()
             if latest is None:
-                raise KeyError(f"no policy has been published yet in {self.directory}")
+                raise NotFound(f"no policy has been published yet in {self.directory}")
             return latest
         number = parse_version(version)
         for entry in self.list():
             if entry.number == number:
                 return entry
-        raise KeyError(f"policy version {version!r} is not published in {self.directory}")
+        raise NotFound(f"policy version {version!r} is not published in {self.directory}")
 
     def made_by(self, request_id: str) -> PolicyEntry | None:
         """The version a Train request with this id published, if any."""
@@ -148,14 +150,14 @@ class PolicyRegistry:
 
     def set_serving(self, version: str, reason: str) -> tuple[ServingRecord | None, ServingRecord]:
         """Promote (or roll back to) a published `version`, durably; returns (previous, now).
-        KeyError for a version never published, ValueError for a malformed one or an empty reason."""
+        NotFound for a version never published, InvalidInput for a malformed one or an empty reason."""
         if not reason.strip():
-            raise ValueError("reason is empty: say why this version serves (e.g. 'canary passed: ...')")
+            raise InvalidInput("reason is empty: say why this version serves (e.g. 'canary passed: ...')")
         number = parse_version(version)
         with self._lock:
             entries, previous = self._read_index()
             if not any(e.number == number for e in entries):
-                raise KeyError(f"policy version {version!r} is not published in {self.directory}")
+                raise NotFound(f"policy version {version!r} is not published in {self.directory}")
             now = ServingRecord(version_name(number), reason.strip(), int(time.time() * 1000))
             self._write(entries, now)
         return previous, now

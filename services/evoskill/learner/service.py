@@ -32,7 +32,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
     async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-        outcome = await asyncio.to_thread(trainer.ingest, event)  # ValueError -> dead letter with the reason
+        outcome = await asyncio.to_thread(trainer.ingest, event)  # InvalidInput -> dead letter with the reason
         if outcome == "duplicate":
             log.info("learner: episode %s is already in replay", event.episode_id)
         elif outcome == "other_fold":

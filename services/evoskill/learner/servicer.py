@@ -12,12 +12,13 @@ import math
 
 import grpc
 
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry
 from evoskill.learner.trainer import PolicyTrainer, TrainResult
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
-from evoskill.platform.rpc import FailedPreconditionError, rpc_method
+from evoskill.platform.rpc import rpc_method
 
 SERVICE_NAME = "evoskill.learner.v1.LearnerService"
 WAIT_POLL_S = 0.05
@@ -25,15 +26,15 @@ WAIT_POLL_S = 0.05
 
 def check_train(request: learner_pb2.TrainRequest) -> None:
     if request.steps < 1:
-        raise ValueError(f"steps must be >= 1, got {request.steps}")
+        raise InvalidInput(f"steps must be >= 1, got {request.steps}")
     if request.batch_size < 0:
-        raise ValueError(f"batch_size must be >= 0 (0 = the learner's setting), got {request.batch_size}")
+        raise InvalidInput(f"batch_size must be >= 0 (0 = the learner's setting), got {request.batch_size}")
     if request.HasField("online_fraction") and not 0.0 <= request.online_fraction <= 1.0:
-        raise ValueError(f"online_fraction must be in [0, 1], got {request.online_fraction}")
+        raise InvalidInput(f"online_fraction must be in [0, 1], got {request.online_fraction}")
     if not math.isfinite(request.wait_seconds) or request.wait_seconds < 0:
-        raise ValueError(f"wait_seconds must be a finite number >= 0, got {request.wait_seconds}")
+        raise InvalidInput(f"wait_seconds must be a finite number >= 0, got {request.wait_seconds}")
     if any(not eid for eid in request.episode_ids):
-        raise ValueError("episode_ids holds an empty id")
+        raise InvalidInput("episode_ids holds an empty id")
 
 
 def train_reply(result: TrainResult) -> learner_pb2.TrainReply:
@@ -63,15 +64,15 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             # An evaluation's episode never lands in replay: say so now instead of timing out.
             problems = [p for p in map(self.trainer.fold_problem, missing) if p]
             if problems:
-                raise ValueError("; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
+                raise InvalidInput("; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
             if loop.time() >= deadline:
                 break
             await asyncio.sleep(WAIT_POLL_S)
             missing = [e for e in missing if not self.trainer.has(e)]
         if missing:
             shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
-            raise FailedPreconditionError(f"{len(missing)} of {len(set(episode_ids))} episodes are not in replay "
-                                          f"after {wait_seconds:g}s: {shown}")
+            raise FailedPrecondition(f"{len(missing)} of {len(set(episode_ids))} episodes are not in replay "
+                                     f"after {wait_seconds:g}s: {shown}")
 
     @rpc_method
     async def Train(self, request: learner_pb2.TrainRequest,
@@ -107,9 +108,9 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                         context: grpc.aio.ServicerContext) -> learner_pb2.PolicyInfo:
         registry = self.trainer.registry
         if request.serving and request.version:
-            raise ValueError("give either version or serving, not both")
+            raise InvalidInput("give either version or serving, not both")
         serving = await asyncio.to_thread(registry.serving_entry)
-        # KeyError -> NOT_FOUND, bad form -> INVALID_ARGUMENT
+        # NotFound -> NOT_FOUND, bad form -> INVALID_ARGUMENT
         entry = serving if request.serving else registry.get(request.version)
         path = registry.path(entry)
         return policy_info(entry, str(path.resolve()), await asyncio.to_thread(path.read_bytes),
@@ -129,7 +130,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     @rpc_method
     async def SetServing(self, request: learner_pb2.SetServingRequest,
                          context: grpc.aio.ServicerContext) -> learner_pb2.SetServingReply:
-        # KeyError -> NOT_FOUND; malformed version or empty reason -> INVALID_ARGUMENT
+        # NotFound -> NOT_FOUND; malformed version or empty reason -> INVALID_ARGUMENT
         previous, now = await asyncio.to_thread(self.trainer.registry.set_serving, request.version, request.reason)
         before = previous.version if previous else ""
         if self.bus is not None:

@@ -19,11 +19,11 @@ from typing import Literal
 
 import numpy as np
 
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.learn import Learner, MixedReplay, TrainConfig, featurizer_from_spec
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir
 from evoskill.platform.config import Settings
-from evoskill.platform.rpc import FailedPreconditionError
 
 Ingested = Literal["stored", "duplicate", "other_fold"]
 # Registry metrics that are not losses: the rest of a version's metrics are its TrainReply.losses.
@@ -34,9 +34,9 @@ SKIPPED_REMEMBERED = 10_000  # ids of skipped episodes kept to explain a Train n
 def check_episode(episode: events_pb2.EpisodeCompleted) -> None:
     """Reject what can never become training data (the consumer dead-letters it with this reason)."""
     if not episode.episode_id:
-        raise ValueError("episode_id is empty (it is the replay's idempotency key)")
+        raise InvalidInput("episode_id is empty (it is the replay's idempotency key)")
     if not episode.steps:
-        raise ValueError(f"episode {episode.episode_id} has no steps")
+        raise InvalidInput(f"episode {episode.episode_id} has no steps")
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,8 @@ class PolicyTrainer:
         """`steps` updates from replay, then export, checkpoint and publish the next version (recording
         `request_id` with it in the same index write, so a retry finds it however late it comes)."""
         if len(self.replay) == 0:
-            raise FailedPreconditionError("replay is empty: no episode (evoskill.episode.completed) has been "
-                                          "ingested yet, nothing to train on")
+            raise FailedPrecondition("replay is empty: no episode (evoskill.episode.completed) has been "
+                                     "ingested yet, nothing to train on")
         base, base_fraction = self.learner.settings, self.replay.online_fraction
         if seed:
             self.learner.rng = np.random.default_rng(seed)

@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 import grpc
 
+from evoskill.core.errors import InvalidInput
 from evoskill.core.memory import check_experience, experience_from_transition
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.store import ExperienceStore, Query, make_featurizer, open_qdrant
@@ -27,13 +28,13 @@ SERVICE_NAME = "evoskill.memory.v1.MemoryService"
 
 def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) -> Query:
     if not request.goal and not request.state:
-        raise ValueError("goal and state are both empty: nothing to retrieve by")
+        raise InvalidInput("goal and state are both empty: nothing to retrieve by")
     if request.limit < 0:
-        raise ValueError(f"limit must be >= 0 (0 = the default), got {request.limit}")
+        raise InvalidInput(f"limit must be >= 0 (0 = the default), got {request.limit}")
     if request.recall < 0:
-        raise ValueError(f"recall must be >= 0 (0 = the default), got {request.recall}")
+        raise InvalidInput(f"recall must be >= 0 (0 = the default), got {request.recall}")
     if not 0.0 <= request.diversity <= 1.0:
-        raise ValueError(f"diversity must be in [0, 1], got {request.diversity}")
+        raise InvalidInput(f"diversity must be in [0, 1], got {request.diversity}")
     return Query(
         goal=request.goal, state=request.state, limit=request.limit or defaults.limit,
         recall=request.recall or defaults.recall, reward_weight=request.reward_weight,
@@ -94,7 +95,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.REWARD_SCORED, events_pb2.RewardScored)
     async def on_scored(event: events_pb2.RewardScored) -> None:
-        # ValueError (no action, no goal and state) -> dead letter with the reason.
+        # InvalidInput (no action, no goal and state) -> dead letter with the reason.
         experience = experience_from_transition(event.transition, event.total,
                                                 outcomes.get(event.transition.episode_id))
         await asyncio.to_thread(store.store, [experience])
@@ -102,7 +103,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
     async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
         if not event.episode_id:
-            raise ValueError("episode_id is empty")
+            raise InvalidInput("episode_id is empty")
         outcomes.record(event.episode_id, event.won)
         await asyncio.to_thread(store.mark_episode, event.episode_id, event.won)
 

@@ -9,7 +9,6 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
-from evoskill.orchestrator.episode_workflow import EpisodeWorkflow, episode_activities
 from evoskill.orchestrator.exploration_activities import ExplorationActivities
 from evoskill.orchestrator.exploration_workflow import ExplorationWorkflow
 from evoskill.orchestrator.health_workflow import StackHealthWorkflow, check_service_health
@@ -41,9 +40,8 @@ async def connect(settings: Settings, attempts: int = 30) -> Client:
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
     client = await connect(settings)
-    worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=[*WORKFLOWS, EpisodeWorkflow],
-                    activities=[*ACTIVITIES, *episode_activities(settings), *TrainingActivities(settings).all(),
-                                *ExplorationActivities(settings).all()])
+    activities = [*ACTIVITIES, *TrainingActivities(settings).all(), *ExplorationActivities(settings).all()]
+    worker = Worker(client, task_queue=settings.temporal.task_queue, workflows=WORKFLOWS, activities=activities)
 
     async def run_worker() -> None:
         await worker.run()

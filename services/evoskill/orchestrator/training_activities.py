@@ -81,7 +81,7 @@ class TrainingActivities:
 
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
-        """Train θ on replay once this epoch's episodes have arrived there; a learner without Train is noted.
+        """Train θ on replay once this epoch's episodes have arrived there.
         A retry (this worker died after the learner finished) sends the same request id and gets that version."""
         request = learner_pb2.TrainRequest(steps=task.steps, batch_size=task.batch_size, seed=task.seed,
                                            episode_ids=task.episode_ids, wait_seconds=task.wait_seconds,
@@ -92,8 +92,6 @@ class TrainingActivities:
                 async with self._heartbeats():
                     reply = await stub.Train(request, timeout=task.wait_seconds + 3600)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    return TrainResult("", {}, 0, note="the learner does not implement Train yet")
                 raise rpc_failure("learner Train", exc) from exc
         return TrainResult(reply.policy_version, dict(reply.losses), reply.samples)
 

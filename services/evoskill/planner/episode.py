@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import numpy as np
 
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.search import SearchConfig, SearchResult, search
 from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
@@ -54,7 +55,6 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, 
         dirichlet_weight=pick("dirichlet_weight", defaults.dirichlet_weight),
         rollout_depth=pick("rollout_depth", defaults.rollout_depth),
         gamma=pick("gamma", defaults.gamma),
-        value_mix=0.0,  # rollouts run in the sandbox; SandboxSearch.evaluate mixes them in
         early_stop_fraction=None if early >= 1.0 else early,
         max_children=max_children or None,
         widening_k=widening or None,
@@ -88,14 +88,14 @@ def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
 
 def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
     if not request.env_spec:
-        raise ValueError("env_spec is empty; e.g. 'twx:coin'")
+        raise InvalidInput("env_spec is empty; e.g. 'twx:coin'")
     agent = request.config.agent or "mcts"
     if agent not in AGENTS:
-        raise ValueError(f"agent {agent!r} is not one of {', '.join(AGENTS)}")
+        raise InvalidInput(f"agent {agent!r} is not one of {', '.join(AGENTS)}")
     if request.config.HasField("num_simulations") and request.config.num_simulations < 1:
-        raise ValueError("config.num_simulations must be >= 1")
+        raise InvalidInput("config.num_simulations must be >= 1")
     if request.max_steps < 0:
-        raise ValueError("max_steps must be >= 0")
+        raise InvalidInput("max_steps must be >= 0")
 
 
 def q_values(result: SearchResult) -> np.ndarray:
@@ -153,7 +153,7 @@ class EpisodePlayer:
         validate(request)
         agent = request.config.agent or "mcts"
         if agent.startswith("policy") and self.policy is None:
-            raise ValueError(f"agent {agent!r} needs a published policy, and none is loaded")
+            raise FailedPrecondition(f"agent {agent!r} needs a published policy, and none is loaded")
         fold = request.fold or "test"
         episode_id = request.episode_id or uuid.uuid4().hex
         max_steps = request.max_steps or self.settings.max_episode_steps
@@ -177,7 +177,7 @@ class EpisodePlayer:
               rng: random.Random) -> Iterator[planner_pb2.EpisodeUpdate]:
         obs = session.observation
         if agent == "demo" and not session.gold_path:
-            raise ValueError(f"{request.env_spec} gives no gold path to demonstrate (agent 'demo')")
+            raise InvalidInput(f"{request.env_spec} gives no gold path to demonstrate (agent 'demo')")
         env_steps = 0
         for index in range(max_steps):
             actions = list(obs.valid_actions)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import numpy as np
 
+from evoskill.core.errors import NotFound
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyRegistry, feature_cache_dir, parse_version, version_name
@@ -107,10 +108,10 @@ class PolicyStore:
             info = self._learner().GetPolicy(learner_pb2.GetPolicyRequest(version=version))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.NOT_FOUND:
-                raise KeyError(exc.details()) from None
+                raise NotFound(exc.details() or f"policy {version!r} is not published") from None
             if exc.code() not in _UNREACHABLE:
                 raise RuntimeError(f"learner GetPolicy({version!r}) failed: {exc.details()}") from exc
-            entry = self.registry.get(version)  # KeyError when not there either
+            entry = self.registry.get(version)  # NotFound when not there either
             log.warning("learner unreachable (%s); serving %s from %s", exc.code().name, entry.version,
                         self.registry.directory)
             return self.registry.path(entry)
@@ -140,8 +141,6 @@ class PolicyStore:
         try:
             reply = self._learner().ListPolicies(learner_pb2.ListPoliciesRequest())
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                return 0  # a learner from before promotion existed: serve the latest
             if exc.code() not in _UNREACHABLE:
                 raise RuntimeError(f"learner ListPolicies failed: {exc.details()}") from exc
             record = self.registry.serving()
@@ -163,13 +162,13 @@ class PolicyStore:
 
         @bus.consumer(Subjects.POLICY_SERVING, events_pb2.PolicyServing, durable=durable, per_replica=True)
         async def on_serving(event: events_pb2.PolicyServing) -> None:
-            parse_version(event.version)  # malformed -> ValueError -> dead letter
+            parse_version(event.version)  # malformed -> InvalidInput -> dead letter
             if await asyncio.to_thread(self.serving_changed):
                 log.info("planner: now serving policy %s for an empty policy_version (%s)", self.serving,
                          event.reason)
 
     def get(self, version: str = "") -> OnnxPolicyFn:
-        """The policy of `version` ("" = the serving one, else the newest published); KeyError if there is
+        """The policy of `version` ("" = the serving one, else the newest published); NotFound if there is
         none such. Blocking (may fetch and load): call from a thread."""
         if not version and self._serving is None:
             self._serving = self._read_serving()

@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.search import search
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2_grpc
@@ -23,7 +24,7 @@ from evoskill.planner.sandbox_search import PolicyFn
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
-from evoskill.platform.rpc import rpc_method, status_for, sync_channel
+from evoskill.platform.rpc import abort_for, rpc_method, sync_channel
 from evoskill.platform.service import ServiceParts
 from evoskill.reward.v1 import reward_pb2_grpc
 from evoskill.sandbox.v1 import sandbox_pb2_grpc
@@ -62,8 +63,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         try:
             policy = await self.serving_policy(request.config)
         except Exception as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            await context.abort(status_for(exc), f"{type(exc).__name__}: {message}")
+            await abort_for(context, exc, "PlayEpisode")
         served = planner_pb2.PlayEpisodeRequest()
         served.CopyFrom(request)
         served.config.policy_version = policy.version if policy else ""  # recorded in EpisodeCompleted
@@ -90,9 +90,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         try:
             while (item := await queue.get()) is not _DONE:
                 if isinstance(item, Exception):
-                    message = item.details() if isinstance(item, grpc.RpcError) else str(item)  # type: ignore[attr-defined]
-                    code = item.code() if isinstance(item, grpc.RpcError) else status_for(item)  # type: ignore[attr-defined]
-                    await context.abort(code, f"{type(item).__name__}: {message}")
+                    await abort_for(context, item, "PlayEpisode")
                 yield item
         finally:
             stop.set()
@@ -105,7 +103,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     async def Search(self, request: planner_pb2.SearchRequest,
                      context: grpc.aio.ServicerContext) -> planner_pb2.SearchReply:
         if not request.session_id:
-            raise ValueError("session_id is empty")
+            raise InvalidInput("session_id is empty")
         config = resolve_config(request.config, self.settings.search, request.config.seed)
         policy = await self.serving_policy(request.config)
 
@@ -114,7 +112,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                              self.settings.search, policy)
             root = env.root()
             if root.num_actions == 0:
-                raise ValueError(f"session {request.session_id} has no valid action (episode over?)")
+                raise FailedPrecondition(f"session {request.session_id} has no valid action (episode over?)")
             result = search(root, env.step, config, env.evaluate, step_batch=env.step_batch)
             actions = list(env.actions(()))
             return search_reply(result, actions, actions[result.action])

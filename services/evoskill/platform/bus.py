@@ -3,10 +3,12 @@
 One stream (`nats.stream`, default EVOSKILL) holds every subject under `evoskill.`; events are protobuf
 messages from `evoskill.events.v1` (one schema source). Consumers are durable pull consumers with
 explicit acks, so replicas of a service share the work. A failing message is redelivered with backoff
-up to `nats.max_deliver` times; a message that cannot be decoded, or that the handler rejects as bad
-input (`ValueError`), goes straight to the dead-letter subject `evoskill.dlq.<subject>` carrying the
-original payload, headers and the error, and the consumer keeps going. Trace context rides in the NATS
-headers (FastStream's NatsTelemetryMiddleware), so a consumer's span continues the publisher's trace.
+up to `nats.max_deliver` times, then dead-lettered; a message that cannot be decoded, or that the handler
+rejects as bad input (`evoskill.core.errors.InvalidInput`), goes straight to the dead-letter subject
+`evoskill.dlq.<subject>` carrying the original payload, headers and the error, and the consumer keeps going.
+Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
+Trace context rides in the NATS headers (FastStream's NatsTelemetryMiddleware), so a consumer's span
+continues the publisher's trace.
 Each consumer counts and times what it handles by outcome, and a watcher reports each durable consumer's
 lag (messages not yet acknowledged) every `lag_interval_s`; see `evoskill.platform.metrics`.
 """
@@ -28,6 +30,7 @@ from google.protobuf.message import DecodeError, Message
 from nats.js.errors import BadRequestError
 from opentelemetry import trace
 
+from evoskill.core.errors import DomainError, InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import Settings
@@ -48,12 +51,6 @@ class Subjects:
     POLICY_PUBLISHED = "policy.published"
     POLICY_SERVING = "policy.serving"
     DLQ = "dlq"
-
-
-
-
-class RejectMessage(ValueError):
-    """Raised by a handler for input it can never process: dead-lettered at once, not retried."""
 
 
 class Bus:
@@ -136,9 +133,9 @@ class Bus:
         one replica alone (every replica must see every message), which the server deletes after
         `nats.replica_consumer_ttl_s` without a client, so replicas that went away leave nothing behind.
 
-        The handler is called with the decoded message; raising RejectMessage (or any ValueError)
-        dead-letters the message at once; any other exception is retried with backoff, then
-        dead-lettered when `nats.max_deliver` deliveries have failed.
+        The handler is called with the decoded message; raising InvalidInput dead-letters the message at
+        once with the reason; any other exception is retried with backoff, then dead-lettered when
+        `nats.max_deliver` deliveries have failed.
         """
         durable = durable or f"{self.service}-{name.replace('.', '-')}"
         nats = self.settings.nats
@@ -171,7 +168,7 @@ class Bus:
                     return metrics.DEAD_LETTERED
                 try:
                     await handler(decoded)
-                except ValueError as exc:
+                except InvalidInput as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
                     return metrics.DEAD_LETTERED
                 except Exception as exc:
@@ -180,7 +177,10 @@ class Bus:
                         await self._dead_letter(msg, name, durable, deliveries, reason)
                         return metrics.DEAD_LETTERED
                     delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
-                    log.warning("%s: delivery %d failed (%s), retrying in %.1fs", durable, deliveries, exc, delay)
+                    # A domain error is expected to pass (a dependency comes back); anything else is a bug.
+                    log.log(logging.WARNING if isinstance(exc, DomainError) else logging.ERROR,
+                            "%s: delivery %d failed (%s: %s), retrying in %.1fs", durable, deliveries,
+                            type(exc).__name__, exc, delay, exc_info=not isinstance(exc, DomainError))
                     await msg.nack(delay=delay)
                     return metrics.RETRY
                 await msg.ack()

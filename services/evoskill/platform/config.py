@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from evoskill.core.errors import InvalidInput
+
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
 
@@ -247,7 +249,7 @@ class Settings(BaseSettings):
 
     def endpoint(self, service: str) -> ServiceEndpoint:
         if service not in SERVICES:
-            raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+            raise InvalidInput(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
         endpoint: ServiceEndpoint = getattr(self, f"{service}_endpoint")
         return endpoint
 
@@ -267,7 +269,7 @@ class Settings(BaseSettings):
         return f"{self.nats.subject_prefix}.{name}"
 
 
-class ConfigFileError(Exception):
+class ConfigFileError(InvalidInput):
     """EVOSKILL_CONFIG_FILE names a file that is missing or not a mapping of settings."""
 
 

@@ -1,10 +1,10 @@
 """gRPC helpers: an aio server with health, reflection, tracing, metrics and graceful shutdown, and a client
 factory whose every call has a deadline and whose retries cover only calls that are safe to repeat.
 
-Errors: servicer methods wrapped by `@rpc_method` turn `ValueError` into INVALID_ARGUMENT, `KeyError`
-into NOT_FOUND, `TimeoutError` into DEADLINE_EXCEEDED, `ResourceExhaustedError` into RESOURCE_EXHAUSTED,
-`FailedPreconditionError` into FAILED_PRECONDITION and any other `RuntimeError` into UNAVAILABLE, each with a
-message naming the problem, so callers get a status, never a stack trace.
+Errors: servicer methods wrapped by `@rpc_method` turn the domain errors of `evoskill.core.errors` into their
+status (InvalidInput -> INVALID_ARGUMENT, NotFound -> NOT_FOUND, ...), `TimeoutError` into DEADLINE_EXCEEDED
+and a downstream call's failure into that call's status, each with a message naming the problem. Anything
+else is a bug: INTERNAL, and its stack trace goes to the log, never to the caller.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
 
+from evoskill.core import errors
 from evoskill.platform.config import GrpcSettings
 from evoskill.platform.metrics import RpcMetricsInterceptor
 
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # Methods that change nothing (or are idempotent by key) and may be retried after UNAVAILABLE.
 SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
-    "evoskill.sandbox.v1.SandboxService": ("ValidActions", "Simulate"),
+    "evoskill.sandbox.v1.SandboxService": ("Simulate",),
     "evoskill.reward.v1.RewardService": ("Score", "ScoreBatch"),
     "evoskill.memory.v1.MemoryService": ("Retrieve", "Store"),
     "evoskill.learner.v1.LearnerService": ("GetPolicy", "ListPolicies"),
@@ -41,41 +42,44 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
 # own deadline still applies, gRPC takes the smaller of the two.
 LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
     "evoskill.planner.v1.PlannerService": (("PlayEpisode", "Search"), 3600.0),
-    "evoskill.sandbox.v1.SandboxService": (("CreateSession", "Fork", "Reset"), 300.0),
+    "evoskill.sandbox.v1.SandboxService": (("CreateSession",), 300.0),
     "evoskill.learner.v1.LearnerService": (("Train",), 3600.0),
 }
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-class ResourceExhaustedError(RuntimeError):
-    """A quota or limit was reached (RESOURCE_EXHAUSTED)."""
-
-
-class FailedPreconditionError(RuntimeError):
-    """The system is not in the state the call needs, e.g. nothing to train on yet (FAILED_PRECONDITION)."""
-
-
 _STATUS_OF: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
-    (ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
-    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
-    (KeyError, grpc.StatusCode.NOT_FOUND),
+    (errors.InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (PermissionError, grpc.StatusCode.PERMISSION_DENIED),
-    (RuntimeError, grpc.StatusCode.UNAVAILABLE),
 )
 
 
-def status_for(exc: BaseException) -> grpc.StatusCode:
-    for kind, code in _STATUS_OF:
-        if isinstance(exc, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
+def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The status and message a caller gets for `exc`: a domain error's own, a downstream call's own, else
+    INTERNAL (a bug)."""
+    if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)):
+        return exc.code(), exc.details() or ""  # type: ignore[attr-defined]
+    code = next((c for kind, c in _STATUS_OF if isinstance(exc, kind)), grpc.StatusCode.INTERNAL)
+    prefix = "internal error: " if code is grpc.StatusCode.INTERNAL else ""
+    return code, f"{prefix}{type(exc).__name__}: {exc}"
+
+
+async def abort_for(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    """End the call with `exc`'s status (see `status_for`); a bug is logged with its stack trace."""
+    code, message = status_for(exc)
+    if code is grpc.StatusCode.INTERNAL:
+        log.error("%s failed", method, exc_info=exc)
+    await context.abort(code, message)
 
 
 def rpc_method(fn: F) -> F:
-    """Map domain exceptions of a unary servicer method to gRPC statuses with a clear message."""
+    """Map what a unary servicer method raises to a gRPC status with a clear message (see `status_for`)."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -86,11 +90,7 @@ def rpc_method(fn: F) -> F:
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
-            code = status_for(exc)
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            if code is grpc.StatusCode.INTERNAL:
-                log.exception("%s failed", fn.__qualname__)
-            await context.abort(code, f"{type(exc).__name__}: {message}")
+            await abort_for(context, exc, fn.__qualname__)
 
     return wrapper  # type: ignore[return-value]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.bus import Bus
 from evoskill.platform.config import SERVICES, Settings
 from evoskill.platform.rpc import GrpcServer, start_server
@@ -41,7 +42,7 @@ ServiceFactory = Callable[[Settings, Bus], Awaitable[ServiceParts]]
 def load_factory(service: str) -> ServiceFactory:
     """Import only the chosen service (torch and the environments are heavy)."""
     if service not in SERVICES:
-        raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+        raise InvalidInput(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
     module = importlib.import_module(f"evoskill.{service}.service")
     factory: ServiceFactory = module.create
     return factory

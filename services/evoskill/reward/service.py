@@ -9,6 +9,7 @@ from __future__ import annotations
 import grpc
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput
 from evoskill.core.reward import score_transition
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
@@ -22,7 +23,7 @@ SERVICE_NAME = "evoskill.reward.v1.RewardService"
 
 def check_transition(transition: common_pb2.Transition) -> None:
     if not transition.action.text:
-        raise ValueError("transition.action.text is empty: nothing to score")
+        raise InvalidInput("transition.action.text is empty: nothing to score")
 
 
 class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
@@ -45,7 +46,7 @@ class RewardServicer(reward_pb2_grpc.RewardServiceServicer):
     ) -> reward_pb2.ScoreBatchReply:
         for i, transition in enumerate(request.transitions):
             if not transition.action.text:
-                raise ValueError(f"transitions[{i}].action.text is empty: nothing to score")
+                raise InvalidInput(f"transitions[{i}].action.text is empty: nothing to score")
         return reward_pb2.ScoreBatchReply(results=[self.score(t) for t in request.transitions])
 
 
@@ -66,7 +67,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.STEP_EXECUTED, events_pb2.StepExecuted)
     async def on_step(event: events_pb2.StepExecuted) -> None:
-        breakdown = servicer.score(event.transition)  # ValueError -> dead letter with the reason
+        breakdown = servicer.score(event.transition)  # InvalidInput -> dead letter with the reason
         await bus.publish(Subjects.REWARD_SCORED, scored_event(event.transition, breakdown))
 
     return ServiceParts(registrations=[(reward_pb2_grpc.add_RewardServiceServicer_to_server, servicer, SERVICE_NAME)])

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import PermissionDenied
 from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
 
@@ -94,7 +95,7 @@ class EnvHost:
 
     def check_action(self, action: str) -> None:
         if self.read_only and self.env.template(action) not in READ_ONLY_TEMPLATES:
-            raise PermissionError(f"read-only mode: {action!r} may change the world")
+            raise PermissionDenied(f"read-only mode: {action!r} may change the world")
 
     def step(self, action: str) -> common_pb2.Transition:
         """One real step; the env is in the session's state afterwards."""

@@ -1,9 +1,7 @@
 """The sandbox process: environment sessions over gRPC, each in its own worker process.
 
-Session = one worker (one environment instance) + the action prefix + its step budget. Real steps
-publish `step.executed`; search-time probes (`Simulate`) never change the session and never publish.
-Fork opens a new session at the same state by replaying the prefix in a fresh worker (native
-copies do not cross process boundaries).
+Session = one worker (one environment instance) + its step budget. Real steps publish `step.executed`;
+search-time probes (`Simulate`) never change the session and never publish.
 """
 
 from __future__ import annotations
@@ -18,11 +16,12 @@ from dataclasses import dataclass, field
 import grpc
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput, NotFound, ResourceExhausted
 from evoskill.envs import parse_spec
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import SandboxSettings, Settings
-from evoskill.platform.rpc import ResourceExhaustedError, rpc_method
+from evoskill.platform.rpc import rpc_method
 from evoskill.platform.service import ServiceParts
 from evoskill.platform.telemetry import tracer
 from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
@@ -37,12 +36,8 @@ FOLDS = ("train", "dev", "test")
 class Session:
     id: str
     episode_id: str
-    spec: str
-    seed: int
-    fold: str
     worker: Worker
     quota: int
-    actions: list[str] = field(default_factory=list)
     steps_used: int = 0
     last_used: float = field(default_factory=time.monotonic)
     gold_path: list[str] = field(default_factory=list)
@@ -51,7 +46,7 @@ class Session:
         self.steps_used += steps
         self.last_used = time.monotonic()
         if self.steps_used > self.quota:
-            raise ResourceExhaustedError(
+            raise ResourceExhausted(
                 f"session {self.id} used {self.steps_used} environment steps, over its quota of {self.quota}"
             )
 
@@ -82,16 +77,16 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
 
     def _session(self, session_id: str) -> Session:
         if not session_id:
-            raise ValueError("session_id is empty")
+            raise InvalidInput("session_id is empty")
         session = self.sessions.get(session_id)
         if session is None:
-            raise KeyError(f"no session {session_id!r} (closed, expired, or its worker crashed)")
+            raise NotFound(f"no session {session_id!r} (closed, expired, or its worker crashed)")
         return session
 
     async def _call(self, session: Session, *message: object) -> object:
         try:
             return await session.worker.call(self.settings.step_timeout_s, *message)
-        except (TimeoutError, RuntimeError):
+        except Exception:
             if not session.worker.alive:
                 self.sessions.pop(session.id, None)  # its environment died with the worker
             raise
@@ -110,12 +105,12 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
                     gold: bool) -> tuple[Session, common_pb2.Observation]:
         parse_spec(spec)  # a bad spec fails here, naming the problem, before any worker work
         if fold not in FOLDS:
-            raise ValueError(f"fold {fold!r} is not one of {', '.join(FOLDS)}")
+            raise InvalidInput(f"fold {fold!r} is not one of {', '.join(FOLDS)}")
         await self._evict_if_full()
         worker = self._worker()
         session = Session(
             id=f"s{next(self._ids)}-{uuid.uuid4().hex[:8]}", episode_id=episode_id or uuid.uuid4().hex,
-            spec=spec, seed=seed, fold=fold, worker=worker, quota=quota or self.settings.step_quota,
+            worker=worker, quota=quota or self.settings.step_quota,
         )
         faults = (self.settings.fault_probability, self.settings.fault_timeout_probability)
         try:
@@ -132,27 +127,16 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
 
     def _reply(self, session: Session, obs: common_pb2.Observation) -> sandbox_pb2.SessionReply:
         return sandbox_pb2.SessionReply(session_id=session.id, episode_id=session.episode_id, observation=obs,
-                                        gold_path=session.gold_path, actions=session.actions)
+                                        gold_path=session.gold_path)
 
     # -- RPCs -------------------------------------------------------------------------------------
     @rpc_method
     async def CreateSession(self, request: sandbox_pb2.CreateSessionRequest,
                             context: grpc.aio.ServicerContext) -> sandbox_pb2.SessionReply:
         if not request.env_spec:
-            raise ValueError("env_spec is empty; e.g. 'twx:coin' or 'sciworld:boil'")
+            raise InvalidInput("env_spec is empty; e.g. 'twx:coin' or 'sciworld:boil'")
         session, obs = await self._open(request.env_spec, request.seed, request.fold or "train",
                                         request.episode_id, request.step_quota, request.gold_path)
-        return self._reply(session, obs)
-
-    @rpc_method
-    async def Reset(self, request: sandbox_pb2.ResetRequest,
-                    context: grpc.aio.ServicerContext) -> sandbox_pb2.SessionReply:
-        session = self._session(request.session_id)
-        fold = request.fold or session.fold
-        if fold not in FOLDS:
-            raise ValueError(f"fold {fold!r} is not one of {', '.join(FOLDS)}")
-        obs = common_pb2.Observation.FromString(await self._call(session, "reset", request.seed, fold))  # type: ignore[arg-type]
-        session.seed, session.fold, session.actions, session.steps_used = request.seed, fold, [], 0
         return self._reply(session, obs)
 
     @rpc_method
@@ -160,33 +144,22 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
                    context: grpc.aio.ServicerContext) -> sandbox_pb2.StepReply:
         session = self._session(request.session_id)
         if not request.action:
-            raise ValueError("action is empty")
+            raise InvalidInput("action is empty")
         session.charge(1)
         with tracer().start_as_current_span("sandbox.step") as span:
             span.set_attribute("evoskill.episode_id", session.episode_id)
             span.set_attribute("evoskill.action", request.action)
             transition = common_pb2.Transition.FromString(await self._call(session, "step", request.action))  # type: ignore[arg-type]
-            if transition.failure.kind in (common_pb2.FAILURE_KIND_NONE, common_pb2.FAILURE_KIND_UNSPECIFIED):
-                session.actions.append(request.action)
             if request.publish and self.bus is not None:
                 await self.bus.publish(Subjects.STEP_EXECUTED, events_pb2.StepExecuted(transition=transition))
         return sandbox_pb2.StepReply(transition=transition)
-
-    @rpc_method
-    async def ValidActions(self, request: sandbox_pb2.ValidActionsRequest,
-                           context: grpc.aio.ServicerContext) -> sandbox_pb2.ValidActionsReply:
-        session = self._session(request.session_id)
-        pairs = await self._call(session, "valid")
-        return sandbox_pb2.ValidActionsReply(
-            actions=[common_pb2.Action(text=a, template=t) for a, t in pairs]  # type: ignore[attr-defined]
-        )
 
     @rpc_method
     async def Simulate(self, request: sandbox_pb2.SimulateRequest,
                        context: grpc.aio.ServicerContext) -> sandbox_pb2.SimulateReply:
         session = self._session(request.session_id)
         if not 0.0 < (request.gamma or 1.0) <= 1.0:
-            raise ValueError(f"gamma {request.gamma} is outside (0, 1]")
+            raise InvalidInput(f"gamma {request.gamma} is outside (0, 1]")
         probes = [p.SerializeToString() for p in request.probes]
         reply: tuple[list[bytes], int] = await self._call(  # type: ignore[assignment]
             session, "simulate", probes, request.gamma or 1.0
@@ -195,17 +168,6 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
         session.charge(steps)
         return sandbox_pb2.SimulateReply(results=[sandbox_pb2.ProbeResult.FromString(r) for r in results],
                                          env_steps=steps)
-
-    @rpc_method
-    async def Fork(self, request: sandbox_pb2.ForkRequest,
-                   context: grpc.aio.ServicerContext) -> sandbox_pb2.SessionReply:
-        parent = self._session(request.session_id)
-        child, _ = await self._open(parent.spec, parent.seed, parent.fold, parent.episode_id,
-                                    parent.quota - parent.steps_used, gold=False)
-        obs = common_pb2.Observation.FromString(await self._call(child, "replay", list(parent.actions)))  # type: ignore[arg-type]
-        child.actions = list(parent.actions)
-        child.charge(len(parent.actions))
-        return self._reply(child, obs)
 
     @rpc_method
     async def CloseSession(self, request: sandbox_pb2.CloseSessionRequest,

@@ -3,36 +3,56 @@
 The parent talks to a worker over a pipe (pickled tuples). A call that exceeds the step timeout
 kills the worker's whole process group (the JVM included) and fails with TimeoutError; a worker that
 dies mid-call fails it with WorkerCrashed; a worker whose memory (with its children, e.g. the JVM)
-exceeds the cap is killed and the call fails with ResourceExhaustedError. The service then starts a
-fresh worker; the session that lived in the dead one is gone, and the error says so.
+exceeds the cap is killed and the call fails with ResourceExhausted. The service then starts a
+fresh worker; the session that lived in the dead one is gone, and the error says so. A domain error
+(`evoskill.core.errors`) raised in the worker is raised again in the parent as its kind; anything else
+is a bug, logged with the worker's stack trace and raised as WorkerError.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import multiprocessing as mp
 import os
 import signal
 import threading
 import traceback
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from evoskill.platform.rpc import ResourceExhaustedError
+from evoskill.core import errors
 
+log = logging.getLogger(__name__)
 _CTX = mp.get_context("spawn")  # never fork a process that runs gRPC's threads
 
 
-class WorkerCrashed(RuntimeError):
+class WorkerCrashed(errors.Unavailable):
     """The worker process died during the call."""
+
+
+class WorkerError(Exception):
+    """The worker's code failed in a way no domain error describes (a bug)."""
+
+
+# The kinds that cross the pipe, most specific first; any other exception is a bug.
+_CROSSING: tuple[type[Exception], ...] = (errors.InvalidInput, errors.NotFound, errors.FailedPrecondition,
+                                          errors.ResourceExhausted, errors.Unavailable, errors.PermissionDenied,
+                                          TimeoutError)
+
+
+def _kind(exc: Exception) -> str:
+    return next((kind.__name__ for kind in _CROSSING if isinstance(exc, kind)), "")
 
 
 def _worker_main(conn: Connection) -> None:
     os.setpgid(0, 0)  # own process group: killing it takes the JVM along
+    from evoskill.sandbox.confine import confine
     from evoskill.sandbox.host import EnvHost, Faults
+
+    confine()
 
     host: EnvHost | None = None
     while True:
@@ -55,7 +75,7 @@ def _worker_main(conn: Connection) -> None:
                 result = _dispatch(host, command, args)
             conn.send(("ok", result))
         except Exception as exc:
-            conn.send(("error", (type(exc).__name__, str(exc), traceback.format_exc(limit=3))))
+            conn.send(("error", (_kind(exc), type(exc).__name__, str(exc), traceback.format_exc(limit=8))))
     if host is not None:
         host.close()
 
@@ -65,30 +85,11 @@ def _dispatch(host: Any, command: str, args: tuple[Any, ...]) -> Any:
 
     if command == "step":
         return host.step(args[0]).SerializeToString()
-    if command == "reset":
-        return host.reset(*args).SerializeToString()
-    if command == "valid":
-        actions = host.env.valid_actions()
-        return list(zip(actions, host.templates(actions), strict=True))
     if command == "simulate":
         probes = [sandbox_pb2.Probe.FromString(p) for p in args[0]]
         results, steps = host.simulate(probes, args[1])
         return [r.SerializeToString() for r in results], steps
-    if command == "replay":
-        for action in args[0]:
-            host.step(action)
-        return host.env.observation().SerializeToString()
     raise ValueError(f"unknown worker command {command!r}")
-
-
-_ERRORS: dict[str, Callable[[str], Exception]] = {
-    "InvalidActionError": ValueError,
-    "EnvSpecError": ValueError,
-    "ValueError": ValueError,
-    "PermissionError": PermissionError,
-    "EnvStateError": ValueError,
-    "KeyError": KeyError,
-}
 
 
 def _rss_mb(pgid: int) -> float:
@@ -143,11 +144,14 @@ class Worker:
                                     f"(exit code {self.process.exitcode}); the session is lost") from exc
         if self.memory_mb and _rss_mb(self.pid) > self.memory_mb:
             self.kill()
-            raise ResourceExhaustedError(f"environment worker exceeded its memory cap of {self.memory_mb} MiB; "
+            raise errors.ResourceExhausted(f"environment worker exceeded its memory cap of {self.memory_mb} MiB; "
                                          "it was killed and the session is lost")
         if status == "error":
-            name, text, _ = payload
-            raise _ERRORS.get(name, RuntimeError)(f"{text}" if name in _ERRORS else f"{name}: {text}")
+            kind, name, text, trace = payload
+            if kind:
+                raise next(k for k in _CROSSING if k.__name__ == kind)(text)
+            log.error("environment worker (pid %d) failed in %r:\n%s", self.pid, message[0], trace)
+            raise WorkerError(f"{name} in the environment worker during {message[0]!r}: {text}")
         return payload
 
     async def call(self, timeout_s: float, *message: Any) -> Any:

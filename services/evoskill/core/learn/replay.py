@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from evoskill.core.errors import InvalidInput
 from evoskill.core.learn.data import Example, TemplateFn, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
@@ -230,7 +231,7 @@ class MixedReplay:
     def add(self, episode: EpisodeCompleted, *, offline: bool = False, version: int | None = None) -> bool:
         """Store an episode (durably, before returning). False if this episode id was seen before."""
         if not episode.episode_id:
-            raise ValueError("an episode needs an episode_id (it is the idempotency key)")
+            raise InvalidInput("an episode needs an episode_id (it is the idempotency key)")
         buffer = OFFLINE if offline else ONLINE
         v = policy_version_number(episode.policy_version) if version is None else version
         with self._lock:

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput
 from evoskill.core.state_text import state_text
 from evoskill.memory.v1 import memory_pb2
 
@@ -41,9 +42,9 @@ def query_text(goal: str, state: str) -> str:
 
 def check_experience(experience: memory_pb2.Experience, where: str = "experience") -> None:
     if not experience.goal and not experience.state:
-        raise ValueError(f"{where}: goal and state are both empty: nothing to retrieve it by")
+        raise InvalidInput(f"{where}: goal and state are both empty: nothing to retrieve it by")
     if experience.step_index < 0:
-        raise ValueError(f"{where}.step_index is negative ({experience.step_index})")
+        raise InvalidInput(f"{where}.step_index is negative ({experience.step_index})")
 
 
 def to_payload(experience: memory_pb2.Experience) -> dict[str, Any]:
@@ -76,7 +77,7 @@ def experience_from_transition(
     `success` is the episode's outcome when known, else the step's own `won`."""
 
     if not transition.action.text:
-        raise ValueError("transition.action.text is empty: not a step")
+        raise InvalidInput("transition.action.text is empty: not a step")
     goal, state = state_text(transition.before)
     experience = memory_pb2.Experience(
         goal=goal or transition.after.goal,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evoskill.core.errors import InvalidInput
+
 
 @dataclass(frozen=True)
 class Ranked:
@@ -42,7 +44,7 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
 def mmr(relevance: np.ndarray, vectors: np.ndarray, diversity: float, limit: int) -> list[int]:
     """Indices picked by maximal marginal relevance; ties go to the lower index (the recall order)."""
     if not 0.0 <= diversity <= 1.0:
-        raise ValueError(f"diversity must be in [0, 1], got {diversity}")
+        raise InvalidInput(f"diversity must be in [0, 1], got {diversity}")
     n = len(relevance)
     limit = min(limit, n)
     if limit <= 0:

@@ -15,14 +15,12 @@ search with step and evaluate given as numba functions over array states: the wh
 """
 
 from evoskill.core.search.compiled import search_compiled, warm_up_compiled
-from evoskill.core.search.evaluation import rollout
 from evoskill.core.search.jit import HAVE_NUMBA
 from evoskill.core.search.mcts import SearchResult, search, warm_up
 from evoskill.core.search.tree import NO_CHILD, Tree, TreeArrays
 from evoskill.core.search.types import (
     EvaluateFn,
     Evaluation,
-    RolloutPolicy,
     Root,
     SearchConfig,
     SearchStats,
@@ -36,7 +34,6 @@ __all__ = [
     "NO_CHILD",
     "EvaluateFn",
     "Evaluation",
-    "RolloutPolicy",
     "Root",
     "SearchConfig",
     "SearchResult",
@@ -46,7 +43,6 @@ __all__ = [
     "Transition",
     "Tree",
     "TreeArrays",
-    "rollout",
     "search",
     "search_compiled",
     "warm_up",

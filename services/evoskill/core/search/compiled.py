@@ -18,8 +18,8 @@ States are rows of one numpy array (any numeric dtype, `state_width` columns): n
 
 `env_params` is passed to both unchanged (mctx's `params`): problem constants, network weights.
 
-Left out: transpositions (every edge gets its own node; `config.transpositions` is ignored),
-rollouts (`value_mix` must be 0) and template-first selection (no templates).
+Left out: transpositions (every edge gets its own node; `config.transpositions` is ignored)
+and template-first selection (no templates).
 
 The loop is compiled for each pair of functions, with them bound as globals: numba cannot cache a
 function that takes functions as arguments (it keys them by per-process identities), but caches
@@ -222,8 +222,6 @@ def search_compiled(
     """
     config = config or SearchConfig()
     started = time.perf_counter()
-    if config.value_mix > 0.0:
-        raise ValueError("search_compiled has no rollouts: value_mix must be 0")
     root = np.ascontiguousarray(root_state)
     if root.ndim != 1:
         raise ValueError(f"root_state must be a 1-D array, not of shape {root.shape}")

@@ -1,4 +1,4 @@
-"""Leaf values and priors: one network call per batch, optional bounded rollouts mixed in."""
+"""Leaf values and priors: one network call per batch."""
 
 from __future__ import annotations
 
@@ -6,75 +6,32 @@ from typing import Any
 
 import numpy as np
 
-from evoskill.core.search.types import EvaluateFn, RolloutPolicy, SearchConfig, StepFn
+from evoskill.core.search.types import EvaluateFn
 
 NO_INTS = np.zeros(0, np.int64)
 
 
-def rollout(
-    step: StepFn,
-    policy: RolloutPolicy | None,
-    state: Any,
-    num_actions: int,
-    depth: int,
-    gamma: float,
-    rng: np.random.Generator,
-) -> tuple[float, int]:
-    """Discounted return of at most `depth` steps from `state`; returns (return, steps taken)."""
-    total, discount, steps = 0.0, 1.0, 0
-    while steps < depth and num_actions > 0:
-        action = policy(state, num_actions, rng) if policy is not None else int(rng.integers(num_actions))
-        transition = step(state, action)
-        steps += 1
-        total += discount * float(transition.reward)
-        discount *= gamma
-        if transition.done:
-            break
-        state, num_actions = transition.state, transition.num_actions
-    return total, steps
-
-
 class LeafEvaluator:
-    """Calls the network once per batch, mixes in rollouts, lays logits out for the kernels."""
+    """Calls the network once per batch and lays its logits out for the kernels."""
 
-    def __init__(
-        self,
-        evaluate: EvaluateFn | None,
-        step: StepFn,
-        rollout_policy: RolloutPolicy | None,
-        config: SearchConfig,
-        rng: np.random.Generator,
-    ) -> None:
-        self.evaluate, self.step, self.rollout_policy = evaluate, step, rollout_policy
-        self.config, self.rng = config, rng
+    def __init__(self, evaluate: EvaluateFn | None) -> None:
+        self.evaluate = evaluate
         self.calls = 0
         self.states_evaluated = 0
-        self.rollout_steps = 0
 
     def __call__(self, states: list[Any], num_actions: list[int]) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
         """Returns (logits, row starts, row width, values); see `expand_nodes` for the layout."""
         count = len(states)
         widest = max(num_actions)
-        if self.evaluate is None:
-            logits, starts, width, values = np.zeros(count * widest), NO_INTS, widest, np.zeros(count)
-        else:
-            out = self.evaluate(states)
-            self.calls += 1
-            values = np.ascontiguousarray(out.values, dtype=np.float64)
-            if values.shape != (count,):
-                raise ValueError(f"evaluate returned values of shape {values.shape} for {count} states")
-            logits, starts, width = layout_logits(out.logits, num_actions, count, widest)
         self.states_evaluated += count
-        mix = self.config.value_mix
-        if mix > 0.0:
-            returns = np.empty(count)
-            for i, (state, actions) in enumerate(zip(states, num_actions, strict=True)):
-                returns[i], steps = rollout(
-                    self.step, self.rollout_policy, state, actions, self.config.rollout_depth,
-                    self.config.gamma, self.rng,
-                )  # fmt: skip
-                self.rollout_steps += steps
-            values = (1.0 - mix) * values + mix * returns
+        if self.evaluate is None:
+            return np.zeros(count * widest), NO_INTS, widest, np.zeros(count)
+        out = self.evaluate(states)
+        self.calls += 1
+        values = np.ascontiguousarray(out.values, dtype=np.float64)
+        if values.shape != (count,):
+            raise ValueError(f"evaluate returned values of shape {values.shape} for {count} states")
+        logits, starts, width = layout_logits(out.logits, num_actions, count, widest)
         return logits, starts, width, values
 
 

@@ -31,7 +31,6 @@ from evoskill.core.search.puct import kernel_params
 from evoskill.core.search.tree import Tree
 from evoskill.core.search.types import (
     EvaluateFn,
-    RolloutPolicy,
     Root,
     SearchConfig,
     SearchStats,
@@ -57,11 +56,6 @@ class SearchResult:
     # θ's policy target by root action: Gumbel MuZero's improved policy; None (PUCT): the visit distribution
     policy_target: np.ndarray | None = None
 
-    @property
-    def visit_distribution(self) -> np.ndarray:
-        total = self.visit_counts.sum()
-        return self.visit_counts / total if total else self.visit_counts.astype(np.float64)
-
     def principal_variation(self) -> list[int]:
         return self.tree.principal_variation(0)
 
@@ -78,7 +72,6 @@ def search(
     step: StepFn,
     config: SearchConfig | None = None,
     evaluate: EvaluateFn | None = None,
-    rollout_policy: RolloutPolicy | None = None,
     step_batch: StepBatchFn | None = None,
 ) -> SearchResult:
     """Run MCTS from `root` and return the chosen action with root and tree statistics.
@@ -86,16 +79,15 @@ def search(
     `step(state, action) -> Transition` must be deterministic for a given (state, action): each
     edge is stepped once and its child cached, so `state` objects must stay valid until the search
     returns. `evaluate(states) -> Evaluation` gives prior logits and values (uniform priors and
-    value 0 without it). `rollout_policy` picks rollout actions (uniform without it); rollouts run
-    only when `config.value_mix > 0`. `step_batch([(state, action), ...]) -> [Transition, ...]`, if
-    given, replaces `step` for the new edges of a batch (e.g. to run them on several sandbox
-    workers at once); rollouts still use `step`.
+    value 0 without it). `step_batch([(state, action), ...]) -> [Transition, ...]`, if given,
+    replaces `step` for the new edges of a batch (e.g. to run them on several sandbox workers at
+    once).
     """
     config = config or SearchConfig()
     started = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     params = kernel_params(config)
-    evaluator = LeafEvaluator(evaluate, step, rollout_policy, config, rng)
+    evaluator = LeafEvaluator(evaluate)
     budget = config.num_simulations
     tree = Tree(node_capacity=budget + 1, edge_capacity=(budget + 1) * max(root.num_actions, 1))
     states: list[Any] = [root.state]
@@ -119,7 +111,7 @@ def search(
             simulations=simulations,
             nodes=tree.num_nodes,
             max_depth=deepest,
-            env_steps=env_steps + evaluator.rollout_steps,
+            env_steps=env_steps,
             evaluations=evaluator.calls,
             evaluated_states=evaluator.states_evaluated,
             transposition_hits=hits,

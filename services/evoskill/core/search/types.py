@@ -6,7 +6,6 @@ The environment and the network are plain callables (mctx style), not base class
   (a sandbox session handle, an action prefix, an int); `action` indexes the legal actions of
   `state`, 0..num_actions-1.
 - `EvaluateFn(states) -> Evaluation`: the policy/value network, called once per batch of leaves.
-- `RolloutPolicy(state, num_actions, rng) -> action`: picks actions during bounded rollouts.
 - `StepBatchFn([(state, action), ...]) -> [Transition, ...]`: optional, all new edges of a batch
   in one call (a sandbox can run them on several workers at once).
 
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
+
+from evoskill.core.errors import InvalidInput
 
 
 class Transition(NamedTuple):
@@ -61,7 +62,6 @@ class Evaluation(NamedTuple):
 StepFn = Callable[[Any, int], Transition]
 StepBatchFn = Callable[[list[tuple[Any, int]]], Sequence[Transition]]
 EvaluateFn = Callable[[Sequence[Any]], Evaluation]
-RolloutPolicy = Callable[[Any, int, np.random.Generator], int]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,6 @@ class SearchConfig:
     dirichlet_weight: float = 0.25  # share of root prior replaced by noise; 0 disables noise
     rollout_depth: int = 10  # seed §4: 5-20 steps per rollout
     gamma: float = 0.97  # seed §4: 0.95-0.99
-    value_mix: float = 0.0  # leaf value = (1 - mix) * value_fn + mix * rollout return
     early_stop_fraction: float | None = 0.8  # seed §5.1; None: always spend the full budget
     max_children: int | None = None  # hard cap on children considered per node
     widening_k: float | None = None  # progressive widening: consider ceil(k * N(s)^alpha) children
@@ -112,27 +111,25 @@ class SearchConfig:
         if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0 or self.gumbel_scale < 0:
             raise ValueError("gumbel_c_visit and gumbel_scale must be >= 0, gumbel_c_scale > 0")
         if self.num_simulations < 1:
-            raise ValueError("num_simulations must be >= 1")
+            raise InvalidInput("num_simulations must be >= 1")
         if self.batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        if not 0.0 <= self.value_mix <= 1.0:
-            raise ValueError("value_mix must be in [0, 1]")
+            raise InvalidInput("batch_size must be >= 1")
         if not 0.0 <= self.dirichlet_weight <= 1.0:
-            raise ValueError("dirichlet_weight must be in [0, 1]")
+            raise InvalidInput("dirichlet_weight must be in [0, 1]")
         if self.dirichlet_weight > 0 and self.dirichlet_alpha <= 0:
-            raise ValueError("dirichlet_alpha must be > 0")
+            raise InvalidInput("dirichlet_alpha must be > 0")
         if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError("gamma must be in [0, 1]")
+            raise InvalidInput("gamma must be in [0, 1]")
         if self.early_stop_fraction is not None and not 0.0 < self.early_stop_fraction <= 1.0:
-            raise ValueError("early_stop_fraction must be in (0, 1] or None")
+            raise InvalidInput("early_stop_fraction must be in (0, 1] or None")
         if self.max_children is not None and self.max_children < 1:
-            raise ValueError("max_children must be >= 1")
+            raise InvalidInput("max_children must be >= 1")
         if self.widening_k is not None and self.widening_k <= 0:
-            raise ValueError("widening_k must be > 0")
+            raise InvalidInput("widening_k must be > 0")
         if self.max_depth < 1 or self.rollout_depth < 0:
-            raise ValueError("max_depth must be >= 1 and rollout_depth >= 0")
+            raise InvalidInput("max_depth must be >= 1 and rollout_depth >= 0")
         if isinstance(self.unvisited_q, str) and self.unvisited_q != "parent":
-            raise ValueError("unvisited_q must be 'parent' or a number")
+            raise InvalidInput("unvisited_q must be 'parent' or a number")
 
 
 @dataclass(frozen=True)
@@ -140,7 +137,7 @@ class SearchStats:
     simulations: int  # leaves backed up (the root evaluation is not one)
     nodes: int
     max_depth: int  # deepest leaf reached, in edges from the root
-    env_steps: int  # step() calls, rollouts included
+    env_steps: int  # step() calls
     evaluations: int  # calls of the evaluate function (batches)
     evaluated_states: int  # states sent to it
     transposition_hits: int  # new edges that led to an existing node

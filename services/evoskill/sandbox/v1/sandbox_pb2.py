@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from evoskill.common.v1 import common_pb2 as evoskill_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/sandbox/v1/sandbox.proto\x12\x13\x65voskill.sandbox.v1\x1a\x1f\x65voskill/common/v1/common.proto\"E\n\x05Probe\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\t\x12\x15\n\rrollout_depth\x18\x02 \x01(\x05\x12\x14\n\x0crollout_seed\x18\x03 \x01(\x03\"\xcc\x01\n\x0bProbeResult\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\x34\n\x0bobservation\x18\x02 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\ttemplates\x18\x03 \x03(\t\x12\x11\n\tstate_key\x18\x04 \x01(\t\x12\x16\n\x0erollout_return\x18\x05 \x01(\x01\x12\x15\n\rrollout_steps\x18\x06 \x01(\x05\"`\n\x0fSimulateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12*\n\x06probes\x18\x02 \x03(\x0b\x32\x1a.evoskill.sandbox.v1.Probe\x12\r\n\x05gamma\x18\x03 \x01(\x01\"U\n\rSimulateReply\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .evoskill.sandbox.v1.ProbeResult\x12\x11\n\tenv_steps\x18\x02 \x01(\x05\"\x7f\n\x14\x43reateSessionRequest\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_quota\x18\x05 \x01(\x05\x12\x11\n\tgold_path\x18\x06 \x01(\x08\">\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\"\x90\x01\n\x0cSessionReply\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x34\n\x0bobservation\x18\x03 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\tgold_path\x18\x04 \x03(\t\x12\x0f\n\x07\x61\x63tions\x18\x05 \x03(\t\"B\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0f\n\x07publish\x18\x03 \x01(\x08\"?\n\tStepReply\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\")\n\x13ValidActionsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"@\n\x11ValidActionsReply\x12+\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x1a.evoskill.common.v1.Action\"!\n\x0b\x46orkRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\"\n\x11\x43loseSessionReply\x12\r\n\x05steps\x18\x01 \x01(\x05\x32\xef\x04\n\x0eSandboxService\x12]\n\rCreateSession\x12).evoskill.sandbox.v1.CreateSessionRequest\x1a!.evoskill.sandbox.v1.SessionReply\x12M\n\x05Reset\x12!.evoskill.sandbox.v1.ResetRequest\x1a!.evoskill.sandbox.v1.SessionReply\x12H\n\x04Step\x12 .evoskill.sandbox.v1.StepRequest\x1a\x1e.evoskill.sandbox.v1.StepReply\x12`\n\x0cValidActions\x12(.evoskill.sandbox.v1.ValidActionsRequest\x1a&.evoskill.sandbox.v1.ValidActionsReply\x12K\n\x04\x46ork\x12 .evoskill.sandbox.v1.ForkRequest\x1a!.evoskill.sandbox.v1.SessionReply\x12`\n\x0c\x43loseSession\x12(.evoskill.sandbox.v1.CloseSessionRequest\x1a&.evoskill.sandbox.v1.CloseSessionReply\x12T\n\x08Simulate\x12$.evoskill.sandbox.v1.SimulateRequest\x1a\".evoskill.sandbox.v1.SimulateReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/sandbox/v1/sandbox.proto\x12\x13\x65voskill.sandbox.v1\x1a\x1f\x65voskill/common/v1/common.proto\"E\n\x05Probe\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\t\x12\x15\n\rrollout_depth\x18\x02 \x01(\x05\x12\x14\n\x0crollout_seed\x18\x03 \x01(\x03\"\xcc\x01\n\x0bProbeResult\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\x34\n\x0bobservation\x18\x02 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\ttemplates\x18\x03 \x03(\t\x12\x11\n\tstate_key\x18\x04 \x01(\t\x12\x16\n\x0erollout_return\x18\x05 \x01(\x01\x12\x15\n\rrollout_steps\x18\x06 \x01(\x05\"`\n\x0fSimulateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12*\n\x06probes\x18\x02 \x03(\x0b\x32\x1a.evoskill.sandbox.v1.Probe\x12\r\n\x05gamma\x18\x03 \x01(\x01\"U\n\rSimulateReply\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .evoskill.sandbox.v1.ProbeResult\x12\x11\n\tenv_steps\x18\x02 \x01(\x05\"\x7f\n\x14\x43reateSessionRequest\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_quota\x18\x05 \x01(\x05\x12\x11\n\tgold_path\x18\x06 \x01(\x08\"\x85\x01\n\x0cSessionReply\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x34\n\x0bobservation\x18\x03 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\tgold_path\x18\x04 \x03(\tJ\x04\x08\x05\x10\x06\"B\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0f\n\x07publish\x18\x03 \x01(\x08\"?\n\tStepReply\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\"\n\x11\x43loseSessionReply\x12\r\n\x05steps\x18\x01 \x01(\x05\x32\xf1\x02\n\x0eSandboxService\x12]\n\rCreateSession\x12).evoskill.sandbox.v1.CreateSessionRequest\x1a!.evoskill.sandbox.v1.SessionReply\x12H\n\x04Step\x12 .evoskill.sandbox.v1.StepRequest\x1a\x1e.evoskill.sandbox.v1.StepReply\x12`\n\x0c\x43loseSession\x12(.evoskill.sandbox.v1.CloseSessionRequest\x1a&.evoskill.sandbox.v1.CloseSessionReply\x12T\n\x08Simulate\x12$.evoskill.sandbox.v1.SimulateRequest\x1a\".evoskill.sandbox.v1.SimulateReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,24 +42,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SIMULATEREPLY']._serialized_end=552
   _globals['_CREATESESSIONREQUEST']._serialized_start=554
   _globals['_CREATESESSIONREQUEST']._serialized_end=681
-  _globals['_RESETREQUEST']._serialized_start=683
-  _globals['_RESETREQUEST']._serialized_end=745
-  _globals['_SESSIONREPLY']._serialized_start=748
-  _globals['_SESSIONREPLY']._serialized_end=892
-  _globals['_STEPREQUEST']._serialized_start=894
-  _globals['_STEPREQUEST']._serialized_end=960
-  _globals['_STEPREPLY']._serialized_start=962
-  _globals['_STEPREPLY']._serialized_end=1025
-  _globals['_VALIDACTIONSREQUEST']._serialized_start=1027
-  _globals['_VALIDACTIONSREQUEST']._serialized_end=1068
-  _globals['_VALIDACTIONSREPLY']._serialized_start=1070
-  _globals['_VALIDACTIONSREPLY']._serialized_end=1134
-  _globals['_FORKREQUEST']._serialized_start=1136
-  _globals['_FORKREQUEST']._serialized_end=1169
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1171
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1212
-  _globals['_CLOSESESSIONREPLY']._serialized_start=1214
-  _globals['_CLOSESESSIONREPLY']._serialized_end=1248
-  _globals['_SANDBOXSERVICE']._serialized_start=1251
-  _globals['_SANDBOXSERVICE']._serialized_end=1874
+  _globals['_SESSIONREPLY']._serialized_start=684
+  _globals['_SESSIONREPLY']._serialized_end=817
+  _globals['_STEPREQUEST']._serialized_start=819
+  _globals['_STEPREQUEST']._serialized_end=885
+  _globals['_STEPREPLY']._serialized_start=887
+  _globals['_STEPREPLY']._serialized_end=950
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=952
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=993
+  _globals['_CLOSESESSIONREPLY']._serialized_start=995
+  _globals['_CLOSESESSIONREPLY']._serialized_end=1029
+  _globals['_SANDBOXSERVICE']._serialized_start=1032
+  _globals['_SANDBOXSERVICE']._serialized_end=1401
 # @@protoc_insertion_point(module_scope)

@@ -67,29 +67,17 @@ class CreateSessionRequest(_message.Message):
     gold_path: bool
     def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_quota: _Optional[int] = ..., gold_path: _Optional[bool] = ...) -> None: ...
 
-class ResetRequest(_message.Message):
-    __slots__ = ("session_id", "seed", "fold")
-    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
-    SEED_FIELD_NUMBER: _ClassVar[int]
-    FOLD_FIELD_NUMBER: _ClassVar[int]
-    session_id: str
-    seed: int
-    fold: str
-    def __init__(self, session_id: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ...) -> None: ...
-
 class SessionReply(_message.Message):
-    __slots__ = ("session_id", "episode_id", "observation", "gold_path", "actions")
+    __slots__ = ("session_id", "episode_id", "observation", "gold_path")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     GOLD_PATH_FIELD_NUMBER: _ClassVar[int]
-    ACTIONS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     episode_id: str
     observation: _common_pb2.Observation
     gold_path: _containers.RepeatedScalarFieldContainer[str]
-    actions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session_id: _Optional[str] = ..., episode_id: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., gold_path: _Optional[_Iterable[str]] = ..., actions: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., episode_id: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., gold_path: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("session_id", "action", "publish")
@@ -106,24 +94,6 @@ class StepReply(_message.Message):
     TRANSITION_FIELD_NUMBER: _ClassVar[int]
     transition: _common_pb2.Transition
     def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ...) -> None: ...
-
-class ValidActionsRequest(_message.Message):
-    __slots__ = ("session_id",)
-    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
-    session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
-
-class ValidActionsReply(_message.Message):
-    __slots__ = ("actions",)
-    ACTIONS_FIELD_NUMBER: _ClassVar[int]
-    actions: _containers.RepeatedCompositeFieldContainer[_common_pb2.Action]
-    def __init__(self, actions: _Optional[_Iterable[_Union[_common_pb2.Action, _Mapping]]] = ...) -> None: ...
-
-class ForkRequest(_message.Message):
-    __slots__ = ("session_id",)
-    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
-    session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_id",)

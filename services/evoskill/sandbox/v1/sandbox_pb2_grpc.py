@@ -40,25 +40,10 @@ class SandboxServiceStub:
                 request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CreateSessionRequest.SerializeToString,
                 response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.FromString,
                 _registered_method=True)
-        self.Reset = channel.unary_unary(
-                '/evoskill.sandbox.v1.SandboxService/Reset',
-                request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.SerializeToString,
-                response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.FromString,
-                _registered_method=True)
         self.Step = channel.unary_unary(
                 '/evoskill.sandbox.v1.SandboxService/Step',
                 request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.StepRequest.SerializeToString,
                 response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.StepReply.FromString,
-                _registered_method=True)
-        self.ValidActions = channel.unary_unary(
-                '/evoskill.sandbox.v1.SandboxService/ValidActions',
-                request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidActionsRequest.SerializeToString,
-                response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidActionsReply.FromString,
-                _registered_method=True)
-        self.Fork = channel.unary_unary(
-                '/evoskill.sandbox.v1.SandboxService/Fork',
-                request_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ForkRequest.SerializeToString,
-                response_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.FromString,
                 _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/evoskill.sandbox.v1.SandboxService/CloseSession',
@@ -82,27 +67,8 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Reset(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def Step(self, request, context):
         """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ValidActions(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Fork(self, request, context):
-        """A new session in the same state: native copy where the environment has one, else a replay of the prefix.
-        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -130,25 +96,10 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.CreateSessionRequest.FromString,
                     response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.SerializeToString,
             ),
-            'Reset': grpc.unary_unary_rpc_method_handler(
-                    servicer.Reset,
-                    request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.FromString,
-                    response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.SerializeToString,
-            ),
             'Step': grpc.unary_unary_rpc_method_handler(
                     servicer.Step,
                     request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.StepRequest.FromString,
                     response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.StepReply.SerializeToString,
-            ),
-            'ValidActions': grpc.unary_unary_rpc_method_handler(
-                    servicer.ValidActions,
-                    request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidActionsRequest.FromString,
-                    response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidActionsReply.SerializeToString,
-            ),
-            'Fork': grpc.unary_unary_rpc_method_handler(
-                    servicer.Fork,
-                    request_deserializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ForkRequest.FromString,
-                    response_serializer=evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.SerializeToString,
             ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseSession,
@@ -200,33 +151,6 @@ class SandboxService:
             _registered_method=True)
 
     @staticmethod
-    def Reset(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/evoskill.sandbox.v1.SandboxService/Reset',
-            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.SerializeToString,
-            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def Step(request,
             target,
             options=(),
@@ -243,60 +167,6 @@ class SandboxService:
             '/evoskill.sandbox.v1.SandboxService/Step',
             evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.StepRequest.SerializeToString,
             evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.StepReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ValidActions(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/evoskill.sandbox.v1.SandboxService/ValidActions',
-            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidActionsRequest.SerializeToString,
-            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidActionsReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Fork(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/evoskill.sandbox.v1.SandboxService/Fork',
-            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.ForkRequest.SerializeToString,
-            evoskill_dot_sandbox_dot_v1_dot_sandbox__pb2.SessionReply.FromString,
             options,
             channel_credentials,
             insecure,
