@@ -63,6 +63,8 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, 
         batch_size=pick("batch_size", defaults.batch_size),
         transpositions=pick("transpositions", defaults.transpositions),
         seed=seed,
+        algorithm=defaults.algorithm,
+        gumbel_max_actions=defaults.gumbel_max_actions,
     )
 
 
@@ -72,11 +74,15 @@ def search_env(sandbox: Any, reward: Any, session_id: str, request: planner_pb2.
     """The sandbox session as the search's environment, with the request's leaf-value settings.
     `visited`: state keys the episode has already been in (search charges `revisit_penalty` there);
     `notes`: what the episode has read so far (θ reads it with each state)."""
-    value_mix = request.value_mix if request.HasField("value_mix") else settings.value_mix
+    theta = policy if request.agent == "policy+mcts" else None
+    # One scale (rollout_scale): rollouts scored like edges; V_θ weighs in where θ advises the search.
+    default_mix = settings.policy_value_mix if theta is not None else settings.value_mix
+    value_mix = request.value_mix if request.HasField("value_mix") else default_mix
     return SandboxSearch(sandbox, reward, session_id, gamma=config.gamma, rollout_depth=config.rollout_depth,
-                         value_mix=value_mix, prefetch_children=settings.prefetch_children,
+                         value_mix=value_mix, rollout_scale=settings.rollout_scale,
+                         prefetch_children=settings.prefetch_children,
                          revisit_penalty=settings.revisit_penalty, visited=visited, notes=notes,
-                         policy=policy if request.agent == "policy+mcts" else None, seed=config.seed)
+                         policy=theta, seed=config.seed)
 
 
 def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
@@ -120,6 +126,9 @@ def search_target(result: SearchResult, env: SandboxSearch) -> events_pb2.Search
         target.visit_probs.append(float(probs[i]) if i is not None else 0.0)
         target.q_values.append(float(q[i]) if i is not None else -env.noop_penalty)
         target.priors.append(float(priors[i]) if i is not None else 0.0)
+    if result.policy_target is not None:  # Gumbel's improved policy is θ's target; the dropped no-ops get none
+        target.policy_probs.extend(float(result.policy_target[candidates[a]]) if a in candidates else 0.0
+                                   for a in target.actions)
     return target
 
 

@@ -40,6 +40,7 @@ class SandboxSearch:
     gamma: float = 0.97
     rollout_depth: int = 10
     value_mix: float = 1.0
+    rollout_scale: float = 1.0  # reward units per unit of rollout return (SearchSettings.rollout_scale)
     prefetch_children: int = 32
     noop_penalty: float = 1.0
     revisit_penalty: float = 0.0
@@ -176,5 +177,5 @@ class SandboxSearch:
                 probes.append(sandbox_pb2.Probe(actions=s, rollout_depth=self.rollout_depth,
                                                 rollout_seed=self.seed * 1_000_003 + self._rollouts))
             returns = np.array([r.rollout_return for r in self._simulate(probes)])
-            values = values + self.value_mix * returns
+            values = values + self.value_mix * self.rollout_scale * returns
         return Evaluation(logits, values)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from evoskill.core.errors import InvalidInput
@@ -110,6 +110,17 @@ class SearchSettings(_Group):
     value_mix: float = Field(
         1.0, description="Leaf value = (1-mix)*value network + mix*rollout return (1 = rollouts only, no θ needed)"
     )
+    policy_value_mix: float = Field(
+        0.5, ge=0.0, le=1.0, description="value_mix of the policy+mcts agent, whose θ has a value head (0 = V_θ alone)"
+    )
+    rollout_scale: float = Field(
+        5.0, description="Reward units per unit of rollout return (a game's whole score gain; a win +1, a loss -1); "
+        "unset: reward.score_gain, so that edges, rollouts and V_θ's targets share the reward service's scale"
+    )
+    algorithm: Literal["puct", "gumbel"] = Field(
+        "puct", description="puct (visit counts teach θ) or gumbel (Gumbel MuZero: its improved policy teaches θ)"
+    )
+    gumbel_max_actions: int = Field(16, description="Gumbel: root actions sampled for sequential halving")
     early_stop_fraction: float = Field(0.8, description="Stop when one root action holds this share of visits")
     max_children: int = Field(0, description="Hard cap on children considered per node (0 = off)")
     widening_k: float = Field(0.0, description="Progressive widening: consider ceil(k*N^alpha) children (0 = off)")
@@ -235,6 +246,12 @@ class Settings(BaseSettings):
     learner: LearnerSettings = Field(default_factory=LearnerSettings)  # type: ignore[arg-type]
     memory: MemorySettings = Field(default_factory=MemorySettings)  # type: ignore[arg-type]
     llm: LlmSettings = Field(default_factory=LlmSettings)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _one_reward_scale(self) -> Settings:
+        if "rollout_scale" not in self.search.model_fields_set:  # rollouts in the reward service's units
+            self.search.rollout_scale = self.reward.score_gain
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -104,12 +104,6 @@ class SearchConfig:
     gumbel_scale: float = 1.0  # of the root's Gumbel noise; 0: the top-m by prior, no exploration (evaluation)
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ("puct", "gumbel"):
-            raise ValueError(f"algorithm must be 'puct' or 'gumbel', not {self.algorithm!r}")
-        if self.gumbel_max_actions < 1:
-            raise ValueError("gumbel_max_actions must be >= 1")
-        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0 or self.gumbel_scale < 0:
-            raise ValueError("gumbel_c_visit and gumbel_scale must be >= 0, gumbel_c_scale > 0")
         if self.num_simulations < 1:
             raise InvalidInput("num_simulations must be >= 1")
         if self.batch_size < 1:
@@ -130,6 +124,12 @@ class SearchConfig:
             raise InvalidInput("max_depth must be >= 1 and rollout_depth >= 0")
         if isinstance(self.unvisited_q, str) and self.unvisited_q != "parent":
             raise InvalidInput("unvisited_q must be 'parent' or a number")
+        if self.algorithm not in ("puct", "gumbel"):
+            raise InvalidInput(f"algorithm must be 'puct' or 'gumbel', not {self.algorithm!r}")
+        if self.gumbel_max_actions < 1:
+            raise InvalidInput("gumbel_max_actions must be >= 1")
+        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0 or self.gumbel_scale < 0:
+            raise InvalidInput("gumbel_c_visit and gumbel_scale must be >= 0, gumbel_c_scale > 0")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from evoskill.common.v1 import common_pb2 as evoskill_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/events/v1/events.proto\x12\x12\x65voskill.events.v1\x1a\x1f\x65voskill/common/v1/common.proto\"B\n\x0cStepExecuted\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\"\x8d\x02\n\x0cRewardScored\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\r\n\x05total\x18\x02 \x01(\x01\x12:\n\x05terms\x18\x03 \x03(\x0b\x32+.evoskill.events.v1.RewardScored.TermsEntry\x12\x12\n\ncompletion\x18\x04 \x01(\x01\x12\x12\n\nefficiency\x18\x05 \x01(\x01\x12\x0e\n\x06safety\x18\x06 \x01(\x01\x12\x18\n\x10\x65xternal_failure\x18\x07 \x01(\x08\x1a,\n\nTermsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x8b\x01\n\x0cSearchTarget\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\t\x12\x13\n\x0bvisit_probs\x18\x02 \x03(\x02\x12\x10\n\x08q_values\x18\x03 \x03(\x02\x12\x0e\n\x06priors\x18\x04 \x03(\x02\x12\x12\n\nroot_value\x18\x05 \x01(\x02\x12\x11\n\ttemplates\x18\x06 \x03(\t\x12\x0c\n\x04seen\x18\x07 \x03(\x08\"\x83\x01\n\x0b\x45pisodeStep\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\x30\n\x06target\x18\x02 \x01(\x0b\x32 .evoskill.events.v1.SearchTarget\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\xf0\x01\n\x10\x45pisodeCompleted\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x65nv_spec\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x0c\n\x04\x66old\x18\x04 \x01(\t\x12.\n\x05steps\x18\x05 \x03(\x0b\x32\x1f.evoskill.events.v1.EpisodeStep\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\r\n\x05score\x18\x07 \x01(\x01\x12\x0b\n\x03won\x18\x08 \x01(\x08\x12\x11\n\tenv_steps\x18\t \x01(\x05\x12\r\n\x05\x61gent\x18\n \x01(\t\x12\x16\n\x0epolicy_version\x18\x0b \x01(\t\"\x94\x01\n\x0bSearchStats\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_index\x18\x02 \x01(\x05\x12\x13\n\x0bsimulations\x18\x03 \x01(\x05\x12\r\n\x05nodes\x18\x04 \x01(\x05\x12\x11\n\tmax_depth\x18\x05 \x01(\x05\x12\x15\n\rearly_stopped\x18\x06 \x01(\x08\x12\x0f\n\x07seconds\x18\x07 \x01(\x01\"\xa8\x01\n\x0fPolicyPublished\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x11\n\tonnx_path\x18\x02 \x01(\t\x12\x41\n\x07metrics\x18\x03 \x03(\x0b\x32\x30.evoskill.events.v1.PolicyPublished.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"c\n\rPolicyServing\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x17\n\x0f\x63hanged_unix_ms\x18\x04 \x01(\x03\"\xd1\x01\n\nDeadLetter\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12<\n\x07headers\x18\x03 \x03(\x0b\x32+.evoskill.events.v1.DeadLetter.HeadersEntry\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x10\n\x08\x63onsumer\x18\x05 \x01(\t\x12\x12\n\ndeliveries\x18\x06 \x01(\x05\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/events/v1/events.proto\x12\x12\x65voskill.events.v1\x1a\x1f\x65voskill/common/v1/common.proto\"B\n\x0cStepExecuted\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\"\x8d\x02\n\x0cRewardScored\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\r\n\x05total\x18\x02 \x01(\x01\x12:\n\x05terms\x18\x03 \x03(\x0b\x32+.evoskill.events.v1.RewardScored.TermsEntry\x12\x12\n\ncompletion\x18\x04 \x01(\x01\x12\x12\n\nefficiency\x18\x05 \x01(\x01\x12\x0e\n\x06safety\x18\x06 \x01(\x01\x12\x18\n\x10\x65xternal_failure\x18\x07 \x01(\x08\x1a,\n\nTermsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xa1\x01\n\x0cSearchTarget\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\t\x12\x13\n\x0bvisit_probs\x18\x02 \x03(\x02\x12\x10\n\x08q_values\x18\x03 \x03(\x02\x12\x0e\n\x06priors\x18\x04 \x03(\x02\x12\x12\n\nroot_value\x18\x05 \x01(\x02\x12\x11\n\ttemplates\x18\x06 \x03(\t\x12\x0c\n\x04seen\x18\x07 \x03(\x08\x12\x14\n\x0cpolicy_probs\x18\x08 \x03(\x02\"\x83\x01\n\x0b\x45pisodeStep\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\x30\n\x06target\x18\x02 \x01(\x0b\x32 .evoskill.events.v1.SearchTarget\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\xf0\x01\n\x10\x45pisodeCompleted\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x65nv_spec\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x0c\n\x04\x66old\x18\x04 \x01(\t\x12.\n\x05steps\x18\x05 \x03(\x0b\x32\x1f.evoskill.events.v1.EpisodeStep\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\r\n\x05score\x18\x07 \x01(\x01\x12\x0b\n\x03won\x18\x08 \x01(\x08\x12\x11\n\tenv_steps\x18\t \x01(\x05\x12\r\n\x05\x61gent\x18\n \x01(\t\x12\x16\n\x0epolicy_version\x18\x0b \x01(\t\"\x94\x01\n\x0bSearchStats\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_index\x18\x02 \x01(\x05\x12\x13\n\x0bsimulations\x18\x03 \x01(\x05\x12\r\n\x05nodes\x18\x04 \x01(\x05\x12\x11\n\tmax_depth\x18\x05 \x01(\x05\x12\x15\n\rearly_stopped\x18\x06 \x01(\x08\x12\x0f\n\x07seconds\x18\x07 \x01(\x01\"\xa8\x01\n\x0fPolicyPublished\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x11\n\tonnx_path\x18\x02 \x01(\t\x12\x41\n\x07metrics\x18\x03 \x03(\x0b\x32\x30.evoskill.events.v1.PolicyPublished.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"c\n\rPolicyServing\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x18\n\x10previous_version\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x17\n\x0f\x63hanged_unix_ms\x18\x04 \x01(\x03\"\xd1\x01\n\nDeadLetter\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12<\n\x07headers\x18\x03 \x03(\x0b\x32+.evoskill.events.v1.DeadLetter.HeadersEntry\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x10\n\x08\x63onsumer\x18\x05 \x01(\t\x12\x12\n\ndeliveries\x18\x06 \x01(\x05\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,21 +45,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REWARDSCORED_TERMSENTRY']._serialized_start=382
   _globals['_REWARDSCORED_TERMSENTRY']._serialized_end=426
   _globals['_SEARCHTARGET']._serialized_start=429
-  _globals['_SEARCHTARGET']._serialized_end=568
-  _globals['_EPISODESTEP']._serialized_start=571
-  _globals['_EPISODESTEP']._serialized_end=702
-  _globals['_EPISODECOMPLETED']._serialized_start=705
-  _globals['_EPISODECOMPLETED']._serialized_end=945
-  _globals['_SEARCHSTATS']._serialized_start=948
-  _globals['_SEARCHSTATS']._serialized_end=1096
-  _globals['_POLICYPUBLISHED']._serialized_start=1099
-  _globals['_POLICYPUBLISHED']._serialized_end=1267
-  _globals['_POLICYPUBLISHED_METRICSENTRY']._serialized_start=1221
-  _globals['_POLICYPUBLISHED_METRICSENTRY']._serialized_end=1267
-  _globals['_POLICYSERVING']._serialized_start=1269
-  _globals['_POLICYSERVING']._serialized_end=1368
-  _globals['_DEADLETTER']._serialized_start=1371
-  _globals['_DEADLETTER']._serialized_end=1580
-  _globals['_DEADLETTER_HEADERSENTRY']._serialized_start=1534
-  _globals['_DEADLETTER_HEADERSENTRY']._serialized_end=1580
+  _globals['_SEARCHTARGET']._serialized_end=590
+  _globals['_EPISODESTEP']._serialized_start=593
+  _globals['_EPISODESTEP']._serialized_end=724
+  _globals['_EPISODECOMPLETED']._serialized_start=727
+  _globals['_EPISODECOMPLETED']._serialized_end=967
+  _globals['_SEARCHSTATS']._serialized_start=970
+  _globals['_SEARCHSTATS']._serialized_end=1118
+  _globals['_POLICYPUBLISHED']._serialized_start=1121
+  _globals['_POLICYPUBLISHED']._serialized_end=1289
+  _globals['_POLICYPUBLISHED_METRICSENTRY']._serialized_start=1243
+  _globals['_POLICYPUBLISHED_METRICSENTRY']._serialized_end=1289
+  _globals['_POLICYSERVING']._serialized_start=1291
+  _globals['_POLICYSERVING']._serialized_end=1390
+  _globals['_DEADLETTER']._serialized_start=1393
+  _globals['_DEADLETTER']._serialized_end=1602
+  _globals['_DEADLETTER_HEADERSENTRY']._serialized_start=1556
+  _globals['_DEADLETTER_HEADERSENTRY']._serialized_end=1602
 # @@protoc_insertion_point(module_scope)
