@@ -42,7 +42,7 @@ class Example:
     q_mask: np.ndarray  # actions the search visited (their Q is an estimate, not a default 0)
     root_value: float  # the search's V(s); nan without search
     taken: int  # index of the executed action in `actions`; -1 if it is not among them
-    ret: float  # discounted return from this step to the end of the episode
+    ret: float  # discounted return to the episode's end, in reward units (the scale of search's Q and leaf values)
     skills: tuple[str, ...] = field(default=())  # templates used in the episode if it succeeded, else ()
     seen: tuple[bool, ...] = field(default=())  # per action: leads back to a visited state; () = unknown
 
