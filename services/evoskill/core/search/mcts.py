@@ -56,6 +56,11 @@ class SearchResult:
     # θ's policy target by root action: Gumbel MuZero's improved policy; None (PUCT): the visit distribution
     policy_target: np.ndarray | None = None
 
+    @property
+    def visit_distribution(self) -> np.ndarray:
+        total = self.visit_counts.sum()
+        return self.visit_counts / total if total else self.visit_counts.astype(np.float64)
+
     def principal_variation(self) -> list[int]:
         return self.tree.principal_variation(0)
 
