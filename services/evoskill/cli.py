@@ -215,7 +215,7 @@ def status() -> None:
 @app.command()
 def run() -> None:
     """The main job: bring the stack up, run the current job through Temporal, stop cleanly."""
-    from evoskill.orchestrator.jobs import run_main_job
+    from evoskill.clients.jobs import run_main_job
 
     settings = Settings()
 
@@ -245,7 +245,7 @@ def solve(
     """Play one episode through the services with a live progress display."""
     from rich.live import Live
 
-    from evoskill.orchestrator.evaluate import episode_request, play, services
+    from evoskill.clients.episodes import episode_request, play, services
 
     _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
     settings = Settings()
@@ -287,7 +287,7 @@ def eval_cmd(
     import grpc
     from rich.progress import Progress
 
-    from evoskill.orchestrator.evaluate import EpisodeOutcome, EvalReport, episode_request, play, services
+    from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
 
     _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
                         parallel=parallel)

@@ -30,9 +30,9 @@ def explore(
 ) -> None:
     """Try a policy version safely: shadow mode, a canary, then promotion or rollback, and a watch window."""
     from evoskill.cli import _fail, _run_client, console
-    from evoskill.orchestrator.evaluate import services
-    from evoskill.orchestrator.exploration_logic import ExplorationInput, ExplorationParams, Thresholds, validate
-    from evoskill.orchestrator.training_client import failure_message
+    from evoskill.clients.episodes import services
+    from evoskill.clients.training import failure_message
+    from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, Thresholds, validate
 
     params = ExplorationParams(
         candidate=candidate, envs=env, baseline=baseline, shadow_episodes=shadow_episodes,
@@ -48,8 +48,8 @@ def explore(
     async def main() -> None:
         from temporalio.client import WorkflowFailureError
 
-        from evoskill.orchestrator.exploration_workflow import ExplorationWorkflow
-        from evoskill.orchestrator.service import connect
+        from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
+        from evoskill.platform.temporal import connect
 
         async with services(settings, console.print):
             client = await connect(settings, attempts=3)

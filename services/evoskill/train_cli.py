@@ -31,9 +31,9 @@ def train(
 ) -> None:
     """Train θ through the Temporal TrainingWorkflow: play, train, evaluate, per epoch; curves and a table."""
     from evoskill.cli import _fail, _run_client, console
-    from evoskill.orchestrator.evaluate import services
-    from evoskill.orchestrator.training_client import failure_message, run_training
-    from evoskill.orchestrator.training_logic import TrainingParams, validate
+    from evoskill.clients.episodes import services
+    from evoskill.clients.training import failure_message, run_training
+    from evoskill.orchestrator.training.logic import TrainingParams, validate
 
     params = TrainingParams(
         envs=env, epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,

@@ -11,6 +11,7 @@ from evoskill.core.errors import InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
+from evoskill.platform.payloads import PAYLOAD_HEADER
 from evoskill.platform.telemetry import current_trace_id, tracer
 from tests.integration.waiting import until
 
@@ -157,3 +158,45 @@ async def test_a_replicas_own_consumer_is_removed_after_it_goes_away(settings: S
         assert "shared-policy-published" in names  # a shared durable outlives its clients
     finally:
         await shared.stop()
+
+
+async def test_a_message_over_max_payload_travels_through_the_object_store(settings: Settings) -> None:
+    settings = isolated(settings)
+    bus, watcher = Bus(settings, "svc"), Bus(settings, "watcher")
+    received: list[events_pb2.DeadLetter] = []
+    letters: list[events_pb2.DeadLetter] = []
+
+    @bus.consumer("big.thing", events_pb2.DeadLetter)
+    async def handle(message: events_pb2.DeadLetter) -> None:
+        received.append(message)
+
+    @watcher.consumer(f"{Subjects.DLQ}.big.thing", events_pb2.DeadLetter)
+    async def dead(letter: events_pb2.DeadLetter) -> None:
+        letters.append(letter)
+
+    await bus.start()
+    await watcher.start()
+    js = bus.broker.config.connection_state.stream  # type: ignore[attr-defined]
+    try:
+        max_payload = bus.broker.config.connection_state.connection.max_payload  # type: ignore[attr-defined]
+        big = events_pb2.DeadLetter(subject="big", payload=bytes(range(256)) * (3 * max_payload // 256))
+        await bus.publish("big.thing", big)
+        await until(lambda: len(received) == 1, "the big message")
+        assert received[0] == big
+        # On the stream: an empty body and a bounded reference to the object.
+        raw = await js.get_last_msg(settings.nats.stream, bus.subject("big.thing"))
+        reference = raw.headers[PAYLOAD_HEADER]
+        assert not raw.data and len(reference) < 200
+        bucket, _, name = reference.partition("/")
+        assert bucket == f"{settings.nats.stream}-payloads"
+
+        # A reference whose object is gone can never be processed: a dead letter, not a retry loop.
+        await (await js.object_store(bucket)).delete(name)
+        await bus.broker.publish(b"", bus.subject("big.thing"), headers={PAYLOAD_HEADER: reference},
+                                 stream=bus.stream.name)
+        await until(lambda: len(letters) == 1, "the dead letter of the missing object")
+        assert "is gone" in letters[0].error and letters[0].headers[PAYLOAD_HEADER] == reference
+        assert len(received) == 1
+    finally:
+        await bus.stop()
+        await watcher.stop()

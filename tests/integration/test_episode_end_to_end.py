@@ -64,23 +64,30 @@ async def test_one_mcts_episode_across_services_and_bus(services: Settings, span
     (episode,) = completed
     assert episode.env_spec == "twx:coin" and episode.agent == "mcts"
     assert len(episode.steps) == len([u for u in updates if u.action])
+    assert episode.initial.text and not episode.initial.valid_actions  # the state before step 0, once
     for step in episode.steps:
         target = step.target
-        # Every valid action, in order; those search dropped as no-ops (inventory, look) have no visits.
-        assert list(target.actions) == list(step.transition.before.valid_actions)
+        # Every valid action, in order, listed once (not in the observations); those search dropped as
+        # no-ops (inventory, look) have no visits.
+        assert not step.observation.valid_actions and "inventory" in target.actions
         assert len(target.templates) == len(target.q_values) == len(target.seen) == len(target.actions)
         visits = dict(zip(target.actions, target.visit_probs, strict=True))
         assert visits["inventory"] == 0.0
         assert dict(zip(target.actions, target.seen, strict=True))["inventory"]  # a no-op leads back
         assert abs(sum(target.visit_probs) - 1.0) < 1e-5
-        assert step.transition.action.text in target.actions
+        assert step.action.text in target.actions
+    played = [u for u in updates if u.action]
+    for step, update in zip(episode.steps[1:], played, strict=False):  # a step's candidates: its state's actions
+        assert list(step.target.actions) == list(update.observation.valid_actions)
     assert episode.env_steps > len(episode.steps)  # search stepped the environment too
     # After the first move, the way back is marked: θ reads the episode's memory from the targets.
     assert any(s.target.seen[list(s.target.actions).index(a)] for s in episode.steps[1:]
                for a in s.target.actions if a.startswith("move"))
     # The event path scored the same transitions with the same numbers as the synchronous path.
     by_step = {e.transition.step_index: e.total for e in scored}
-    assert {s.transition.step_index: s.reward for s in episode.steps} == pytest.approx(by_step)
+    assert {s.index: s.reward for s in episode.steps} == pytest.approx(by_step)
+    # Each step once: what the memory gets per step carries neither valid-action list nor history digest.
+    assert all(not e.transition.before.valid_actions and not e.transition.HasField("history") for e in scored)
     assert len(stats) == len(episode.steps)
 
     # One episode is one trace: planner -> sandbox over gRPC -> reward through NATS headers.

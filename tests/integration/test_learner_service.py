@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from evoskill.common.v1.common_pb2 import Action, Transition
+from evoskill.core.episode_record import record_step
 from evoskill.core.learn import OnnxPolicy
 from evoskill.envs import make_env
 from evoskill.events.v1 import events_pb2
@@ -26,6 +27,7 @@ from evoskill.platform.rpc import channel
 from evoskill.platform.service import start_service
 from tests.integration.test_bus import isolated
 from tests.integration.waiting import rpc_error, until
+from tests.unit.test_episode_record import played
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +53,7 @@ def gold_episode(env_spec: str, seed: int, episode_id: str, max_steps: int) -> e
             target = events_pb2.SearchTarget(actions=actions, visit_probs=visits,
                                              q_values=[2 * v for v in visits], priors=[1 / len(actions)] * len(actions),
                                              root_value=0.3, templates=[env.template(a) for a in actions])
-            episode.steps.append(events_pb2.EpisodeStep(transition=transition, target=target, reward=reward))
+            record_step(episode, transition, target, reward)
             episode.total_reward += reward
             obs = after
         episode.score, episode.won, episode.env_steps = obs.score, obs.won, len(episode.steps)
@@ -102,7 +104,7 @@ class Watcher:
 
 
 async def test_learner_trains_publishes_and_survives_a_restart(
-    learner_settings: Settings, episodes: list[events_pb2.EpisodeCompleted]
+    learner_settings: Settings, episodes: list[events_pb2.EpisodeCompleted], tmp_path: Path
 ) -> None:
     settings = learner_settings
     ids = [e.episode_id for e in episodes]
@@ -150,7 +152,6 @@ async def test_learner_trains_publishes_and_survives_a_restart(
             assert reply.replay_size == sum(len(e.steps) for e in episodes)
             assert set(reply.losses) >= LOSSES and all(math.isfinite(v) for v in reply.losses.values())
             await until(lambda: [p.version for p in watcher.published] == ["v000001"], "policy.published v000001")
-            assert watcher.published[0].onnx_path == reply.onnx_path
             # The same request again (a retried activity): the same reply, no second version.
             assert await stub.Train(request) == reply
             first = reply
@@ -160,8 +161,9 @@ async def test_learner_trains_publishes_and_survives_a_restart(
             assert listed[0].metrics["replay_episodes"] == 2 and listed[0].created_unix_ms > 0
             info = await stub.GetPolicy(learner_pb2.GetPolicyRequest(version="1"))
             assert info.version == "v000001"
-            assert info.onnx_model == await asyncio.to_thread(Path(info.onnx_path).read_bytes)
-            assert OnnxPolicy(info.onnx_path).version == 1
+            onnx = tmp_path / "fetched.onnx"  # the bytes are the policy: no path on the learner's disk involved
+            await asyncio.to_thread(onnx.write_bytes, info.onnx_model)
+            assert OnnxPolicy(onnx).version == 1
             err = await rpc_error(stub.GetPolicy(learner_pb2.GetPolicyRequest(version="v000009")))
             assert err.code() == grpc.StatusCode.NOT_FOUND
             err = await rpc_error(stub.GetPolicy(learner_pb2.GetPolicyRequest(version="newest")))
@@ -187,6 +189,34 @@ async def test_learner_trains_publishes_and_survives_a_restart(
         assert [p.version for p in listed] == ["v000001", "v000002"]
         assert listed[1].metrics["total_steps"] == 5  # θ continued from the checkpoint: 3 + 2 updates
         await until(lambda: len(watcher.published) == 2, "policy.published v000002")
+    finally:
+        await learner.stop()
+        await watcher.bus.stop()
+
+
+async def test_an_episode_of_any_size_reaches_the_learner_and_wakes_a_waiting_train(
+    learner_settings: Settings
+) -> None:
+    """A ScienceWorld-sized episode, several times NATS's max_payload, published while a Train that needs it is
+    already waiting: it travels through the object store, every step lands in replay, and Train goes on."""
+    settings = learner_settings
+    episode, _ = played(60, width=800, episode_id="long-1")
+    watcher = Watcher(settings)
+    await watcher.bus.start()
+    max_payload = watcher.bus.broker.config.connection_state.connection.max_payload  # type: ignore[attr-defined]
+    assert episode.ByteSize() > 2 * max_payload
+    learner = await start_service("learner", settings)
+    try:
+        async with channel(settings.endpoint("learner").target) as ch:
+            stub = learner_pb2_grpc.LearnerServiceStub(ch)
+            train = asyncio.ensure_future(stub.Train(learner_pb2.TrainRequest(steps=1, episode_ids=["long-1"],
+                                                                              wait_seconds=120)))
+            await watcher.bus.publish(Subjects.EPISODE_COMPLETED, episode)
+            reply = await train
+        assert reply.policy_version == "v000001" and reply.replay_episodes == 1 and reply.replay_size == 60
+        await until(lambda: "long-1" in watcher.episodes, "the long episode at a second consumer")
+        assert watcher.episodes["long-1"] == episode
+        assert not watcher.letters_of("learner")
     finally:
         await learner.stop()
         await watcher.bus.stop()

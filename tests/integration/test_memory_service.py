@@ -19,6 +19,7 @@ from evoskill.platform.rpc import channel
 from evoskill.platform.service import RunningService, start_service
 from tests.integration.test_bus import isolated
 from tests.integration.waiting import rpc_error, until
+from tests.unit.test_episode_record import played
 
 pytestmark = pytest.mark.integration
 
@@ -177,8 +178,10 @@ async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memo
             assert (experience.reward, experience.success, experience.env_spec) == (0.5, False, "twx:coin")
 
             # The episode was won: its stored steps, and those scored after it ended, count as successes.
-            await watcher.publish(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted(episode_id=episode,
-                                                                                          won=True))
+            # Its event is ScienceWorld-sized, over NATS's max_payload: it arrives through the object store.
+            completed, _ = played(60, width=800, episode_id=episode)
+            completed.won = True
+            await watcher.publish(Subjects.EPISODE_COMPLETED, completed)
             await watcher.publish(Subjects.REWARD_SCORED, scored_step(episode, 1, "take coin", won=True))
             await until(lambda: stored_count(running) == 2, "the second step stored", within_s=15)
 

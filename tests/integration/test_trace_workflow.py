@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from evoskill.orchestrator.service import connect
-from evoskill.orchestrator.training_logic import TrainingInput, TrainingParams, TrainingResult
-from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.orchestrator.training.logic import TrainingInput, TrainingParams, TrainingResult
+from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 from evoskill.platform.service import start_service
+from evoskill.platform.temporal import connect
 from tests.integration.test_bus import isolated
 
 pytestmark = pytest.mark.integration

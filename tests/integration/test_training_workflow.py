@@ -1,7 +1,9 @@
 """TrainingWorkflow on a real Temporal dev server and nats-server, with the real services in-process.
 
 Episodes are tiny (twx:coin, 4 steps, 4 simulations) so that the behaviour under test — counting each
-episode once, signals, continue-as-new, a worker restart mid-episode, the ES generation — costs seconds.
+episode once, continue-as-new, a worker restart mid-episode, the ES generation — costs seconds. The
+workflow's branches (signals, demonstrations, ES, retries) are also tested against test doubles of its
+activities on the time-skipping server: tests/orchestrator/test_training_workflow.py.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import pytest
 from rich.console import Console
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 
-from evoskill.orchestrator.jobs import check_stack
-from evoskill.orchestrator.training_client import run_training, start_training
-from evoskill.orchestrator.training_logic import TrainingInput, episode_id
-from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.clients.jobs import check_stack
+from evoskill.clients.training import run_training, start_training
+from evoskill.orchestrator.training.logic import TrainingInput, episode_id
+from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 
 pytestmark = pytest.mark.integration
@@ -98,36 +100,6 @@ async def test_demonstrations_are_played_to_the_end_and_kept_in_the_offline_libr
     assert all(replay.offline.examples(d)[0].skills for d in demos)  # skills are recorded for wins only
     assert max(len(replay.offline.examples(d)) for d in demos) > params.max_steps
     assert result.history[0].policy_version  # θ trained on them with the epoch's episodes
-
-
-async def test_pause_resume_and_stop(stack: Stack) -> None:
-    params = tiny(epochs=3, episodes_per_epoch=3, eval_episodes=0, parallelism=1, train=False)
-    client = await client_of(stack.settings)
-    workflow_id = f"train-{uuid.uuid4().hex[:8]}"
-    await client.start_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
-                                task_queue=stack.settings.temporal.task_queue, start_signal="pause")
-    handle: Handle = client.get_workflow_handle_for(TrainingWorkflow.run, workflow_id)
-
-    # Started paused: nothing plays.
-    await wait_for(handle, lambda p: p.phase == "playing", what="the first epoch")
-    await asyncio.sleep(1.5)
-    paused = await handle.query(TrainingWorkflow.progress)
-    assert paused.paused and paused.in_flight == 0 and paused.episodes_played == 0
-
-    await handle.signal(TrainingWorkflow.resume)
-    await wait_for(handle, lambda p: p.episodes_played >= 1, what="an episode after resume")
-    await handle.signal(TrainingWorkflow.pause)
-    # The episode already running finishes; no further one starts.
-    held = await wait_for(handle, lambda p: p.paused and p.in_flight == 0, what="the pause to hold")
-    await asyncio.sleep(1.0)
-    still = await handle.query(TrainingWorkflow.progress)
-    assert still.episodes_played == held.episodes_played < 3 and still.in_flight == 0
-
-    # Stop while paused: the current epoch is finished, then the run ends (1 of 3 epochs).
-    await handle.signal(TrainingWorkflow.stop)
-    result = await handle.result()
-    assert result.stopped and result.epochs_completed == 1
-    assert sorted(result.episode_ids) == sorted(expected_ids(workflow_id, tiny(episodes_per_epoch=3)))
 
 
 async def test_worker_restart_mid_episode_counts_every_episode_once(stack: Stack) -> None:

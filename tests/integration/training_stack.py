@@ -12,8 +12,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.servicer import LearnerServicer
-from evoskill.orchestrator.training_logic import TrainingParams, TrainingProgress, TrainingResult, episode_id
-from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.orchestrator.training.logic import TrainingParams, TrainingProgress, TrainingResult, episode_id
+from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.service import RunningService, start_service

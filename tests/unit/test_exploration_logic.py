@@ -9,8 +9,8 @@ import pytest
 
 from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.learner.registry import PolicyRegistry
-from evoskill.orchestrator.exploration_activities import choose_baseline
-from evoskill.orchestrator.exploration_logic import (
+from evoskill.orchestrator.exploration.activities import choose_baseline
+from evoskill.orchestrator.exploration.logic import (
     ArmFigures,
     ExplorationParams,
     ShadowEpisode,

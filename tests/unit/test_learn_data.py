@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from evoskill.common.v1.common_pb2 import Action, Observation, Transition
+from evoskill.core.episode_record import record_step
 from evoskill.core.learn import HashingFeaturizer, SkillVocab, episode_examples, make_inputs, state_text
 from evoskill.core.state_text import candidate_text, notes_along
-from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep, SearchTarget
+from evoskill.events.v1.events_pb2 import EpisodeCompleted, SearchTarget
 
 OBJECTS = ("apple", "carrot", "knife", "coin", "key", "lamp")
+
+
+@dataclass
+class PlayedStep:
+    """A step as the planner has it before recording: the sandbox's transition, the target, the reward."""
+
+    transition: Transition
+    target: SearchTarget
+    reward: float
 
 
 def make_step(
@@ -26,7 +37,7 @@ def make_step(
     q: Sequence[float] | None = None,
     root_value: float = 0.0,
     template: str = "",
-) -> EpisodeStep:
+) -> PlayedStep:
     """One step; `visits=None` leaves the search target empty (a demonstration step)."""
     target = SearchTarget()
     if visits is not None:
@@ -41,21 +52,21 @@ def make_step(
         before=Observation(text=observation, goal=goal, valid_actions=list(actions)),
         action=Action(text=actions[taken], template=template),
     )
-    return EpisodeStep(transition=transition, target=target, reward=reward)
+    return PlayedStep(transition, target, reward)
 
 
 def make_episode(
-    episode_id: str, steps: Sequence[EpisodeStep], won: bool = False, policy_version: str = ""
+    episode_id: str, steps: Sequence[PlayedStep], won: bool = False, policy_version: str = ""
 ) -> EpisodeCompleted:
+    """The episode as the planner records it: each step leads to the next one's state."""
+    episode = EpisodeCompleted(episode_id=episode_id, won=won, total_reward=sum(s.reward for s in steps),
+                               policy_version=policy_version)
     for i, step in enumerate(steps):
         step.transition.step_index = i
-    return EpisodeCompleted(
-        episode_id=episode_id,
-        steps=list(steps),
-        won=won,
-        total_reward=sum(s.reward for s in steps),
-        policy_version=policy_version,
-    )
+        if i + 1 < len(steps):
+            step.transition.after.CopyFrom(steps[i + 1].transition.before)
+        record_step(episode, step.transition, step.target, step.reward)
+    return episode
 
 
 def take_task_episode(
@@ -128,10 +139,8 @@ def test_candidates_leading_back_to_a_visited_state_are_marked_for_theta() -> No
 
 def test_what_the_agent_read_stays_in_the_goal_text_of_later_steps() -> None:
     steps = [make_step("Cook a meal.", "A kitchen.", ["read cookbook", "take knife"], 0),
-             make_step("Cook a meal.", "You read it.", ["take knife", "open fridge"], 0),
+             make_step("Cook a meal.", "Recipe: slice the carrot.", ["take knife", "open fridge"], 0),
              make_step("Cook a meal.", "You take the knife.", ["open fridge", "read note"], 0)]
-    steps[0].transition.after.text = "Recipe: slice the carrot."
-    steps[1].transition.after.text = "You take the knife."
     examples = episode_examples(make_episode("e", steps))
     assert [ex.goal for ex in examples] == ["Cook a meal."] + ["Cook a meal.\nNotes: Recipe: slice the carrot."] * 2
     # The planner tracks the notes the same way while it plays (one function for both).

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evoskill.common.v1.common_pb2 import Action, Observation, Transition
 from evoskill.core.learn import MixedReplay, PrioritizedReplay, episode_examples, policy_version_number
-from evoskill.events.v1.events_pb2 import EpisodeCompleted
+from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep
 from tests.unit.test_learn_data import make_episode, make_step, take_task_episode
 
 
@@ -122,6 +123,30 @@ def test_duplicate_episode_ids_are_ignored_across_restarts_and_evictions(tmp_pat
     memory = MixedReplay()
     assert memory.add(_one_step("x")) and not memory.add(_one_step("x"))
 
+
+
+def test_episodes_stored_in_the_format_before_steps_were_published_once_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "replay.sqlite"
+    replay = MixedReplay(path)
+    replay.add(_one_step("now"))
+    # The old EpisodeStep: the whole transition in field 1 (reserved now), nothing in the fields that replaced it.
+    transition = Transition(action=Action(text="a"), before=Observation(text="o", valid_actions=["a", "b"]))
+    old_step = _field(1, transition.SerializeToString()) + EpisodeStep(reward=1.0).SerializeToString()
+    old = EpisodeCompleted(episode_id="before").SerializeToString() + _field(5, old_step)
+    assert [s.action.text for s in EpisodeCompleted.FromString(old).steps] == [""]
+    assert replay._db is not None
+    replay._db.execute("INSERT INTO episodes VALUES ('before', 'online', 0, ?)", (old,))
+    replay.close()
+    reopened = MixedReplay(path)
+    assert reopened.load() == 1 and reopened.online.episode_ids == ["now"]
+    assert not reopened.add(EpisodeCompleted.FromString(old))  # still known by id: never stored twice
+    reopened.close()
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (numbers and lengths below 128 here)."""
+    assert number < 16 and len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
 
 def test_stale_online_episodes_leave_and_successes_are_archived(tmp_path: Path) -> None:
     path = tmp_path / "replay.sqlite"

@@ -1,8 +1,11 @@
 """Serving θ in the planner: the PolicyFn adapter over an exported policy, and the policy store's
-versions when it reads the learner's registry folder (no learner listening)."""
+versions, fetched as bytes from a learner (a stand-in answering GetPolicy and ListPolicies from a registry)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import grpc
 import numpy as np
 import pytest
 
@@ -10,9 +13,9 @@ from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.core.learn import HashingFeaturizer, Learner, OnnxPolicy, TrainConfig, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.learner.registry import PolicyRegistry
+from evoskill.learner.v1 import learner_pb2
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
-from evoskill.platform.config import LearnerSettings, ServiceEndpoint, Settings
-from evoskill.stack.supervisor import free_port
+from evoskill.platform.config import LearnerSettings, Settings
 from tests.unit.test_learn_data import take_task_episode
 
 BATCH = [
@@ -75,33 +78,84 @@ def test_missing_templates_fall_back_to_the_heuristic_ones(policy_fn: OnnxPolicy
     assert policy_fn([]) == ([], pytest.approx(np.zeros(0)))
 
 
+class LearnerError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class RegistryLearner:
+    """The learner's GetPolicy and ListPolicies over a registry folder; `down` makes it unreachable."""
+
+    def __init__(self, registry: PolicyRegistry) -> None:
+        self.registry = registry
+        self.fetched: list[str] = []
+        self.down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise LearnerError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+
+    def GetPolicy(self, request: learner_pb2.GetPolicyRequest) -> learner_pb2.PolicyInfo:
+        self._check()
+        try:
+            entry = self.registry.get(request.version)
+        except NotFound as exc:
+            raise LearnerError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+        self.fetched.append(entry.version)
+        return learner_pb2.PolicyInfo(version=entry.version, onnx_model=self.registry.path(entry).read_bytes())
+
+    def ListPolicies(self, request: learner_pb2.ListPoliciesRequest) -> learner_pb2.ListPoliciesReply:
+        self._check()
+        record = self.registry.serving()
+        return learner_pb2.ListPoliciesReply(serving_version=record.version if record else "")
+
+
 @pytest.fixture(scope="module")
-def registry_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """A state folder whose learner registry holds v1 and v2, and a learner endpoint nobody listens on."""
-    tmp_path = tmp_path_factory.mktemp("state")
-    registry = PolicyRegistry(tmp_path / "learner" / "policies")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> PolicyRegistry:
+    """A learner's registry holding v1 and v2 (on the learner's disk, never the planner's)."""
+    registry = PolicyRegistry(tmp_path_factory.mktemp("learner") / "policies")
     for seed in (1, 2):
         learner = trained_learner(seed)
         learner.version = seed - 1
         registry.add(seed, learner.export(registry.directory), {"loss": float(seed)})
-    return Settings(state_dir=tmp_path, learner_endpoint=ServiceEndpoint(port=free_port()))
+    return registry
 
 
-def test_store_serves_versions_from_the_registry_when_the_learner_is_down(registry_settings: Settings) -> None:
-    store = PolicyStore(registry_settings)
+def test_store_fetches_versions_as_bytes_and_keeps_them(registry: PolicyRegistry, tmp_path: Path) -> None:
+    learner = RegistryLearner(registry)
+    store = PolicyStore(Settings(state_dir=tmp_path), learner=learner)
     latest = store.get("")
     assert latest.version == "v000002" and store.latest == "v000002"
     assert store.get("1").version == "v000001" and store.get("v000001") is store.get("1")  # cached
+    assert learner.fetched == ["v000002", "v000001"]
     first, second = store.get("v000001")(BATCH[:1])[0][0], latest(BATCH[:1])[0][0]
     assert not np.allclose(first, second)  # two different θ, really
+    assert sorted(p.name for p in (tmp_path / "planner" / "policies").iterdir()) == ["v000001.onnx", "v000002.onnx"]
     with pytest.raises(NotFound, match="not published"):
         store.get("v000009")
     with pytest.raises(InvalidInput, match="not of the form"):
         store.get("latest")
 
 
-def test_announcement_moves_latest_forward_only(registry_settings: Settings) -> None:
-    store = PolicyStore(registry_settings)
+def test_kept_versions_serve_while_the_learner_is_down(registry: PolicyRegistry, tmp_path: Path) -> None:
+    learner = RegistryLearner(registry)
+    PolicyStore(Settings(state_dir=tmp_path), learner=learner).get("v000001")
+    learner.down = True
+    restarted = PolicyStore(Settings(state_dir=tmp_path), learner=learner)  # same planner disk, new process
+    assert restarted.get("v000001").version == "v000001"  # a version is immutable: the kept bytes serve
+    with pytest.raises(LearnerError) as raised:
+        restarted.get("v000002")  # never fetched: the learner's answer, for the caller to retry
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_announcement_moves_latest_forward_only(registry: PolicyRegistry, tmp_path: Path) -> None:
+    store = PolicyStore(Settings(state_dir=tmp_path), learner=RegistryLearner(registry))
     assert store.latest == ""
     assert store.published("v000002") and store.latest == "v000002"
     assert not store.published("v000001")  # an old announcement read from the stream's history

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evoskill.common.v1.common_pb2 import Action, Failure, FailureKind, Observation, Transition
-from evoskill.core.reward import TERM_NAMES, score_transition, with_curiosity
+from evoskill.core.reward import TERM_NAMES, EpisodeLog, score_transition, with_curiosity
 from evoskill.platform.config import RewardSettings
 
 TEXTS = st.sampled_from(["You see a key.", "A door.", "Nothing happens.", "You take the key.", ""])
@@ -48,8 +48,8 @@ def transitions(draw: st.DrawFn) -> Transition:
         after=draw(observations()),
         env_reward=draw(st.floats(-1.0, 1.0, allow_nan=False)),
         failure=Failure(kind=draw(KINDS)),
-        previous_actions=draw(st.lists(ACTIONS, min_size=n, max_size=n)),
-        previous_observations=draw(st.lists(TEXTS, min_size=n, max_size=n + 1)),
+        history=EpisodeLog.start(draw(TEXTS)).extended(draw(st.lists(st.tuples(ACTIONS, TEXTS), min_size=n,
+                                                                      max_size=n))).digest(),
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evoskill.common.v1.common_pb2 import Action, Failure, FailureKind, Observation, Transition
-from evoskill.core.reward import EpisodeHistory, score_transition, step_signals, total_of
+from evoskill.core.reward import EpisodeHistory, EpisodeLog, score_transition, step_signals, total_of
+from evoskill.core.reward.history import HISTORY_LIMIT, REVEALED_LIMIT
 from evoskill.platform.config import RewardSettings
 
 W = RewardSettings.model_validate({})
@@ -18,8 +19,8 @@ def step(
     after: str = "You open the fridge, revealing a carrot.",
     *,
     failure: FailureKind = FailureKind.FAILURE_KIND_NONE,
-    previous_actions: tuple[str, ...] = (),
-    previous_observations: tuple[str, ...] = (),
+    initial: str = "",
+    previous: tuple[tuple[str, str], ...] = (),
     score: tuple[float, float] = (0.0, 0.0),
     done: bool = False,
     won: bool = False,
@@ -27,17 +28,18 @@ def step(
     env_reward: float = 0.0,
     template: str = "",
 ) -> Transition:
+    """One step after the reset text `initial` and the `previous` (action, feedback) steps, with the
+    history digest the sandbox would send."""
     return Transition(
         episode_id="e1",
-        step_index=len(previous_actions),
+        step_index=len(previous),
         # The room description tracks the feedback here, so different feedback = a changed world.
         before=Observation(text=before, look=before, goal="Cook the carrot.", score=score[0]),
         action=Action(text=action, template=template),
         after=Observation(text=after, look=after, score=score[1], done=done, won=won, lost=lost),
         env_reward=env_reward,
         failure=Failure(kind=failure),
-        previous_actions=list(previous_actions),
-        previous_observations=list(previous_observations),
+        history=EpisodeLog.start(initial).extended(previous).digest(),
     )
 
 
@@ -100,8 +102,8 @@ def test_repeated_action_bringing_back_seen_feedback_is_a_loop() -> None:
         "go east",
         before=hall,
         after=kitchen,
-        previous_actions=("go east", "go west"),
-        previous_observations=(hall, kitchen, hall),  # reset text first, then one feedback per action
+        initial=hall,
+        previous=(("go east", kitchen), ("go west", hall)),
     )
     signals = step_signals(transition)
     assert signals.loop and signals.effect
@@ -115,8 +117,7 @@ def test_repeated_action_with_new_feedback_is_not_a_loop() -> None:
         "go east",
         before="You are in the hall.",
         after="You are in the garden.",
-        previous_actions=("go east",),
-        previous_observations=("You are in the hall.",),
+        previous=(("go east", "You are in the hall."),),
     )
     assert not step_signals(transition).loop
     assert score_transition(transition, W).terms["tool_success"] == pytest.approx(W.tool_success)
@@ -128,8 +129,7 @@ def test_action_naming_what_an_earlier_result_revealed_uses_that_result() -> Non
         "take carrot from fridge",
         before=revealed,
         after="You take the carrot.",
-        previous_actions=("open fridge",),
-        previous_observations=(revealed,),
+        previous=(("open fridge", revealed),),
         template="take X from Y",
     )
     assert score_transition(transition, W).terms["result_used"] == pytest.approx(W.result_used)
@@ -141,8 +141,7 @@ def test_echo_of_the_agents_own_words_is_not_a_used_result() -> None:
         "close fridge",
         before="You open the fridge.",
         after="You close the fridge.",
-        previous_actions=("open fridge",),
-        previous_observations=("You open the fridge.",),
+        previous=(("open fridge", "You open the fridge."),),
     )
     assert score_transition(transition, W).terms["result_used"] == 0.0
 
@@ -152,15 +151,15 @@ def test_what_was_visible_from_the_start_is_not_a_used_result() -> None:
         "open fridge",
         before="You see nothing new.",
         after="You open the fridge.",
-        previous_actions=("look",),
-        previous_observations=(KITCHEN, "You are in the kitchen. There is a fridge."),
+        initial=KITCHEN,
+        previous=(("look", "You are in the kitchen. There is a fridge."),),
     )
     assert score_transition(transition, W).terms["result_used"] == 0.0
 
 
 def test_explicit_history_overrides_the_transition() -> None:
     transition = step("take carrot", after="You take the carrot.")
-    history = EpisodeHistory(actions=("open fridge",), feedbacks=("You see a carrot.",))
+    history = EpisodeHistory.from_transition(step(previous=(("open fridge", "You see a carrot."),)))
     assert score_transition(transition, W).terms["result_used"] == 0.0
     assert score_transition(transition, W, history).terms["result_used"] == pytest.approx(W.result_used)
 
@@ -207,9 +206,27 @@ def test_efficiency_follows_the_step_budget() -> None:
 
 
 def test_same_transition_gives_the_identical_breakdown() -> None:
-    transition = step("take carrot", previous_actions=("open fridge",), previous_observations=("A carrot.",))
+    transition = step("take carrot", previous=(("open fridge", "A carrot."),))
     first, second = (
         score_transition(transition, W),
         score_transition(Transition.FromString(transition.SerializeToString()), W),
     )
     assert first.SerializeToString(deterministic=True) == second.SerializeToString(deterministic=True)
+
+
+def test_history_digest_is_bounded_and_keeps_the_most_recent_steps() -> None:
+    def log(n: int) -> EpisodeLog:
+        return EpisodeLog.start(KITCHEN).extended((f"go {i}", f"You reach room {i}, a new word{i}.")
+                                                  for i in range(n))
+
+    long, longer = log(4 * HISTORY_LIMIT).digest(), log(8 * HISTORY_LIMIT).digest()
+    assert len(long.actions) == len(long.feedbacks) == HISTORY_LIMIT and len(long.revealed_words) == REVEALED_LIMIT
+    assert len(longer.actions) == HISTORY_LIMIT and len(longer.revealed_words) == REVEALED_LIMIT
+    assert longer.ByteSize() < 8 * 1024  # a transition's size does not grow with the episode
+    seen = EpisodeHistory.from_transition(Transition(history=long))
+    last = 4 * HISTORY_LIMIT - 1
+    assert seen.took(f"Go {last} ") and seen.saw(f"you reach room {last}, a new word{last}.", before_text="")
+    assert f"word{last}" in seen.revealed
+    assert not seen.took("go 0") and not seen.saw(KITCHEN, before_text="")  # older than the digest keeps
+    assert log(3).digest() == log(3).digest()  # the same episode, the same bytes
+

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evoskill.orchestrator.training_logic import (
+from evoskill.orchestrator.training.logic import (
     ES_PARAMS,
     ES_START,
     EpisodeResult,
@@ -29,7 +29,7 @@ from evoskill.orchestrator.training_logic import (
     summarise,
     validate,
 )
-from evoskill.orchestrator.training_report import METRICS_FILE, plot_curves, record_metrics
+from evoskill.orchestrator.training.report import METRICS_FILE, plot_curves, record_metrics
 
 
 def test_tasks_are_deterministic_distinct_in_the_fold_and_differ_between_epochs() -> None:

@@ -34,7 +34,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.orchestrator.evaluate import episode_request, play
+from evoskill.clients.episodes import episode_request, play
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TelemetrySettings, TemporalSettings
 from evoskill.stack.supervisor import Stack, free_ports
 

@@ -5,7 +5,7 @@ id, so a redelivery or a replayed stream is stored once; an episode that can nev
 is dead-lettered with the reason). Episodes of folds other than `learner.train_folds` (evaluations on
 dev/test) are acknowledged and skipped: valid, but not training data. Train runs the update steps in a
 worker thread, exports ONNX into the registry folder, checkpoints θ and announces `policy.published`;
-planners hot-swap to it.
+planners fetch the new version's bytes with GetPolicy and hot-swap to it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
     async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-        outcome = await asyncio.to_thread(trainer.ingest, event)  # InvalidInput -> dead letter with the reason
+        outcome = await servicer.ingest(event)  # InvalidInput -> dead letter with the reason
         if outcome == "duplicate":
             log.info("learner: episode %s is already in replay", event.episode_id)
         elif outcome == "other_fold":

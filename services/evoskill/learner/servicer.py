@@ -2,12 +2,15 @@
 
 Train is idempotent by `request_id`: the id is recorded with the version it published, and a repeat (an
 activity retried after its worker died while the learner trained) gets that version back, untrained.
+Episodes reach replay through `ingest` (the bus consumer), which wakes any Train waiting for them.
 SetServing moves the registry's serving pointer (promotion or rollback) and announces `policy.serving`.
+Policies leave the learner as bytes (GetPolicy), never as paths: planners may run on other machines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 
 import grpc
@@ -15,13 +18,12 @@ import grpc
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry
-from evoskill.learner.trainer import PolicyTrainer, TrainResult
+from evoskill.learner.trainer import Ingested, PolicyTrainer, TrainResult
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.rpc import rpc_method
 
 SERVICE_NAME = "evoskill.learner.v1.LearnerService"
-WAIT_POLL_S = 0.05
 
 
 def check_train(request: learner_pb2.TrainRequest) -> None:
@@ -40,13 +42,12 @@ def check_train(request: learner_pb2.TrainRequest) -> None:
 def train_reply(result: TrainResult) -> learner_pb2.TrainReply:
     return learner_pb2.TrainReply(
         policy_version=result.entry.version, losses=result.losses, samples=result.samples,
-        replay_size=result.replay_size, replay_episodes=result.replay_episodes, steps=result.steps,
-        onnx_path=str(result.path.resolve()))
+        replay_size=result.replay_size, replay_episodes=result.replay_episodes, steps=result.steps)
 
 
-def policy_info(entry: PolicyEntry, path: str, onnx: bytes = b"", serving: bool = False) -> learner_pb2.PolicyInfo:
-    return learner_pb2.PolicyInfo(version=entry.version, onnx_path=path, onnx_model=onnx,
-                                  created_unix_ms=entry.created_unix_ms, metrics=entry.metrics, serving=serving)
+def policy_info(entry: PolicyEntry, onnx: bytes = b"", serving: bool = False) -> learner_pb2.PolicyInfo:
+    return learner_pb2.PolicyInfo(version=entry.version, onnx_model=onnx, created_unix_ms=entry.created_unix_ms,
+                                  metrics=entry.metrics, serving=serving)
 
 
 class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
@@ -54,21 +55,30 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         self.trainer = trainer
         self.bus = bus
         self.training = asyncio.Lock()  # one Train at a time: they share θ and its optimiser
+        self.ingested = asyncio.Condition()  # notified after each episode the bus delivered
+
+    async def ingest(self, episode: events_pb2.EpisodeCompleted) -> Ingested:
+        """Store an episode from the bus (in a thread: sqlite) and wake the Trains waiting for episodes."""
+        outcome = await asyncio.to_thread(self.trainer.ingest, episode)
+        async with self.ingested:
+            self.ingested.notify_all()
+        return outcome
 
     async def wait_for_episodes(self, episode_ids: list[str], wait_seconds: float) -> None:
-        """Episodes travel over the bus; a caller that just played them waits for them to land."""
+        """Episodes travel over the bus; a caller that just played them waits until each has been ingested."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
-        missing = [e for e in dict.fromkeys(episode_ids) if not self.trainer.has(e)]
-        while missing:
-            # An evaluation's episode never lands in replay: say so now instead of timing out.
-            problems = [p for p in map(self.trainer.fold_problem, missing) if p]
-            if problems:
-                raise InvalidInput("; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(WAIT_POLL_S)
-            missing = [e for e in missing if not self.trainer.has(e)]
+        missing = list(dict.fromkeys(episode_ids))
+        async with self.ingested:
+            while missing := [e for e in missing if not self.trainer.has(e)]:
+                # An evaluation's episode never lands in replay: say so now instead of timing out.
+                problems = [p for p in map(self.trainer.fold_problem, missing) if p]
+                if problems:
+                    raise InvalidInput("; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
+                if loop.time() >= deadline:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.ingested.wait(), deadline - loop.time())
         if missing:
             shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
             raise FailedPrecondition(f"{len(missing)} of {len(set(episode_ids))} episodes are not in replay "
@@ -100,7 +110,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         reply = train_reply(result)
         if self.bus is not None:
             await self.bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(
-                version=result.entry.version, onnx_path=reply.onnx_path, metrics=result.entry.metrics))
+                version=result.entry.version, metrics=result.entry.metrics))
         return reply
 
     @rpc_method
@@ -112,9 +122,8 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         serving = await asyncio.to_thread(registry.serving_entry)
         # NotFound -> NOT_FOUND, bad form -> INVALID_ARGUMENT
         entry = serving if request.serving else registry.get(request.version)
-        path = registry.path(entry)
-        return policy_info(entry, str(path.resolve()), await asyncio.to_thread(path.read_bytes),
-                           serving=entry.number == serving.number)
+        onnx = await asyncio.to_thread(registry.path(entry).read_bytes)
+        return policy_info(entry, onnx, serving=entry.number == serving.number)
 
     @rpc_method
     async def ListPolicies(self, request: learner_pb2.ListPoliciesRequest,
@@ -123,7 +132,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         entries, record = await asyncio.to_thread(lambda: (registry.list(), registry.serving()))
         serves = record.version if record else (entries[-1].version if entries else "")
         return learner_pb2.ListPoliciesReply(
-            policies=[policy_info(e, str(registry.path(e).resolve()), serving=e.version == serves) for e in entries],
+            policies=[policy_info(e, serving=e.version == serves) for e in entries],
             serving_version=record.version if record else "", serving_reason=record.reason if record else "",
             serving_changed_unix_ms=record.changed_unix_ms if record else 0)
 

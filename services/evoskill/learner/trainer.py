@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -42,7 +41,6 @@ def check_episode(episode: events_pb2.EpisodeCompleted) -> None:
 @dataclass(frozen=True)
 class TrainResult:
     entry: PolicyEntry
-    path: Path
     losses: dict[str, float]
     steps: int
     samples: int
@@ -50,10 +48,10 @@ class TrainResult:
     replay_episodes: int
 
     @classmethod
-    def of(cls, entry: PolicyEntry, path: Path) -> TrainResult:
+    def of(cls, entry: PolicyEntry) -> TrainResult:
         """The result as it was when `entry` was published (a repeated request is answered with it)."""
         m = entry.metrics
-        return cls(entry, path, {k: v for k, v in m.items() if k not in BOOKKEEPING}, int(m.get("steps", 0)),
+        return cls(entry, {k: v for k, v in m.items() if k not in BOOKKEEPING}, int(m.get("steps", 0)),
                    int(m.get("samples", 0)), int(m.get("replay_size", 0)), int(m.get("replay_episodes", 0)))
 
 
@@ -111,7 +109,7 @@ class PolicyTrainer:
     def made_by(self, request_id: str) -> TrainResult | None:
         """What the Train request `request_id` published, if it did (read back from the registry index)."""
         entry = self.registry.made_by(request_id) if request_id else None
-        return TrainResult.of(entry, self.registry.path(entry)) if entry else None
+        return TrainResult.of(entry) if entry else None
 
     def train(self, steps: int, batch_size: int = 0, online_fraction: float | None = None,
               seed: int = 0, request_id: str = "") -> TrainResult:
@@ -141,7 +139,7 @@ class PolicyTrainer:
         }, request_id)
         if self.max_policy_age > 0:
             self.replay.evict_stale(self.learner.version, self.max_policy_age)
-        return TrainResult(entry, path, metrics, done, done * used_batch, size, episodes)
+        return TrainResult(entry, metrics, done, done * used_batch, size, episodes)
 
     def close(self) -> None:
         self.replay.close()

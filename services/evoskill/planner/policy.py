@@ -6,12 +6,14 @@
   exactly as the learner built them; a state given without templates gets the heuristic ones, as the
   learner's data path does.
 - `PolicyStore` resolves a version ("" = the serving one: the version promoted through the learner's
-  SetServing, or the newest known while none was ever promoted) to a loaded policy: from the learner
-  (GetPolicy; the bytes are kept under `<state_dir>/planner/policies/`), or, when the learner cannot be
-  reached, from the learner's registry folder where the planner shares its state folder. Loaded
-  versions are cached (the newest few and the serving one); `published()` moves "latest" forward on
-  `policy.published` and `serving_changed()` re-reads the serving pointer on `policy.serving`, both
-  without a restart; episodes already running keep the version they started with.
+  SetServing, or the newest known while none was ever promoted) to a loaded policy. The one way a policy
+  reaches a planner is its bytes from the learner's GetPolicy, so any number of planner replicas on any
+  machines serve the same θ; the bytes are kept under the planner's own `<state_dir>/planner/policies/`
+  (versions are immutable, so a kept version is never fetched again). Loaded versions are cached (the
+  newest few and the serving one); `published()` moves "latest" forward on `policy.published` and
+  `serving_changed()` re-reads the serving pointer on `policy.serving`, both without a restart; episodes
+  already running keep the version they started with. While the learner is unreachable, what is loaded
+  or kept keeps serving and anything else fails with the learner's UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 from evoskill.core.errors import NotFound
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1 import events_pb2
-from evoskill.learner.registry import PolicyRegistry, feature_cache_dir, parse_version, version_name
+from evoskill.learner.registry import feature_cache_dir, parse_version, version_name
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
@@ -41,9 +43,6 @@ if TYPE_CHECKING:
     from evoskill.core.learn.export import OnnxPolicy
 
 log = logging.getLogger(__name__)
-
-# Learner answers that mean "ask the registry folder instead".
-_UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class OnnxPolicyFn:
@@ -76,12 +75,11 @@ class OnnxPolicyFn:
 class PolicyStore:
     """Versions of θ for the planner: fetched once, cached, the newest tracked from `policy.published`."""
 
-    def __init__(self, settings: Settings, *, keep: int = 4) -> None:
+    def __init__(self, settings: Settings, *, keep: int = 4, learner: Any = None) -> None:
         self.settings = settings
         self.keep = keep
         self.cache_dir = settings.state_dir / "planner" / "policies"
-        self.registry = PolicyRegistry(settings.state_dir / "learner" / "policies")
-        self._stub: Any = None
+        self._stub: Any = learner  # LearnerServiceStub; None = dialled on first use
         self._loaded: dict[int, OnnxPolicyFn] = {}
         self._latest = 0  # the newest version number known to be published
         self._serving: int | None = None  # the promoted version number; 0 = none promoted; None = not asked yet
@@ -103,20 +101,19 @@ class PolicyStore:
         return self._stub
 
     def _fetch(self, version: str) -> Path:
-        """The ONNX file of `version` ("" = latest) on local disk: from the learner, else its folder."""
+        """The ONNX file of `version` ("" = latest) on the planner's disk, fetched from the learner unless
+        kept from before. NOT_FOUND -> NotFound; the learner's other errors pass through."""
+        kept = self.cache_dir / f"{version}.onnx"
+        if version and kept.exists():  # versions are immutable: a file already here is the same policy
+            return kept
         try:
             info = self._learner().GetPolicy(learner_pb2.GetPolicyRequest(version=version))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(exc.details() or f"policy {version!r} is not published") from None
-            if exc.code() not in _UNREACHABLE:
-                raise RuntimeError(f"learner GetPolicy({version!r}) failed: {exc.details()}") from exc
-            entry = self.registry.get(version)  # NotFound when not there either
-            log.warning("learner unreachable (%s); serving %s from %s", exc.code().name, entry.version,
-                        self.registry.directory)
-            return self.registry.path(entry)
+            raise
         path = self.cache_dir / f"{info.version}.onnx"
-        if not path.exists():  # versions are immutable: a file already here is the same policy
+        if not path.exists():
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.cache_dir, suffix=".onnx.tmp")
             with os.fdopen(fd, "wb") as f:
@@ -137,14 +134,8 @@ class PolicyStore:
         return fn
 
     def _read_serving(self) -> int:
-        """The promoted version number (0 = none) from the learner, else from its registry folder."""
-        try:
-            reply = self._learner().ListPolicies(learner_pb2.ListPoliciesRequest())
-        except grpc.RpcError as exc:
-            if exc.code() not in _UNREACHABLE:
-                raise RuntimeError(f"learner ListPolicies failed: {exc.details()}") from exc
-            record = self.registry.serving()
-            return parse_version(record.version) if record else 0
+        """The promoted version number (0 = none) from the learner."""
+        reply = self._learner().ListPolicies(learner_pb2.ListPoliciesRequest())
         return parse_version(reply.serving_version) if reply.serving_version else 0
 
     def serving_changed(self) -> bool:

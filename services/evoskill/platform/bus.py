@@ -8,7 +8,8 @@ rejects as bad input (`evoskill.core.errors.InvalidInput`), goes straight to the
 `evoskill.dlq.<subject>` carrying the original payload, headers and the error, and the consumer keeps going.
 Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
 Trace context rides in the NATS headers (FastStream's NatsTelemetryMiddleware), so a consumer's span
-continues the publisher's trace.
+continues the publisher's trace. A message over the server's max_payload travels through the object store
+(`evoskill.platform.payloads`).
 Each consumer counts and times what it handles by outcome, and a watcher reports each durable consumer's
 lag (messages not yet acknowledged) every `lag_interval_s`; see `evoskill.platform.metrics`.
 """
@@ -34,6 +35,7 @@ from evoskill.core.errors import DomainError, InvalidInput
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import Settings
+from evoskill.platform.payloads import PayloadMissingError, Payloads
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class Bus:
         self.stream_config = StreamConfig(
             name=settings.nats.stream, subjects=[f"{self.prefix}.>"], max_age=settings.nats.max_age_s
         )
+        self.payloads = Payloads(self.broker, f"{settings.nats.stream}-payloads", settings.nats.max_age_s)
 
     def subject(self, name: str) -> str:
         return f"{self.prefix}.{name}"
@@ -116,8 +119,9 @@ class Bus:
 
     async def publish(self, name: str, message: Message, headers: dict[str, str] | None = None) -> None:
         """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack."""
+        body, headers = await self.payloads.outgoing(self.subject(name), message.SerializeToString(), headers)
         await self.broker.publish(
-            message.SerializeToString(),
+            body,
             self.subject(name),
             headers=headers,
             stream=self.stream.name,
@@ -161,8 +165,8 @@ class Bus:
             async def handle(msg: NatsMessage) -> str:
                 deliveries = int(msg.raw_message.metadata.num_delivered or 1)
                 try:
-                    decoded = message_type.FromString(msg.body)
-                except DecodeError as exc:
+                    decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
+                except (DecodeError, PayloadMissingError) as exc:
                     reason = f"cannot decode {message_type.__name__}: {exc}"
                     await self._dead_letter(msg, name, durable, deliveries, reason)
                     return metrics.DEAD_LETTERED

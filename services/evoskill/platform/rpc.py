@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # Methods that change nothing (or are idempotent by key) and may be retried after UNAVAILABLE.
 SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
     "evoskill.sandbox.v1.SandboxService": ("Simulate",),
-    "evoskill.reward.v1.RewardService": ("Score", "ScoreBatch"),
+    "evoskill.reward.v1.RewardService": ("Score",),
     "evoskill.memory.v1.MemoryService": ("Retrieve", "Store"),
     "evoskill.learner.v1.LearnerService": ("GetPolicy", "ListPolicies"),
     "grpc.health.v1.Health": ("Check",),

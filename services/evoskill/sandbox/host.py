@@ -1,7 +1,8 @@
 """EnvHost: one environment and its session state, as a worker process runs it.
 
 Pure of transports (the worker process and the gRPC service wrap it), so it is tested directly.
-Real steps build full `Transition`s; search-time probes (`simulate`) replay action paths from the
+Real steps build full `Transition`s, each carrying the bounded digest of the episode before it (the
+session keeps the whole `EpisodeLog`); search-time probes (`simulate`) replay action paths from the
 session's current state, reusing where the environment already is: a probe that extends the path
 the environment stands on steps only the suffix, anything else restores the root (natively where the
 environment can, else reset + replay) and steps the path. Stepped paths are cached, so probing a
@@ -17,20 +18,13 @@ from dataclasses import dataclass, field
 
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import PermissionDenied
+from evoskill.core.reward.history import EpisodeLog
+from evoskill.core.rollout import READ_ONLY_TEMPLATES, Rollout, rollout
+from evoskill.core.state_key import state_key
 from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
 
 FailureKind = common_pb2.FailureKind
-READ_ONLY_TEMPLATES = frozenset({"look", "look around", "inventory", "examine X", "look at X", "read X", "task"})
-
-
-def transposition_key(obs: common_pb2.Observation) -> str:
-    """Equal keys = same environment state. The last feedback text is left out where the room
-    description exists, so that two paths reaching the same state share it (transpositions)."""
-    parts = [obs.look or obs.text, obs.inventory, f"{obs.score:.6f}", str(obs.done), *sorted(obs.valid_actions)]
-    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
-
-
 def _path_seed(seed: int, path: tuple[str, ...]) -> int:
     """Deterministic across processes (Python's str hash is salted per process)."""
     digest = hashlib.blake2b("\x1f".join((str(seed), *path)).encode(), digest_size=8).digest()
@@ -64,7 +58,8 @@ class EnvHost:
     read_only: bool = False
     seed: int = 0
     cache_size: int = 4096
-    observations: list[str] = field(default_factory=list)  # reset text, then each real step's feedback
+    history: EpisodeLog = field(default_factory=EpisodeLog)  # the real steps so far, reset text first
+    steps: int = 0  # real steps taken
     _root: Snapshot | None = None
     _at: tuple[str, ...] | None = None  # path (from the root) the env stands on during search
     _cache: OrderedDict[tuple[str, ...], sandbox_pb2.ProbeResult] = field(default_factory=OrderedDict)
@@ -82,7 +77,7 @@ class EnvHost:
     def reset(self, seed: int, fold: str) -> common_pb2.Observation:
         obs = self.env.reset(seed, fold)
         self._rng = random.Random(seed)
-        self.observations = [obs.text]
+        self.history, self.steps = EpisodeLog.start(obs.text), 0
         self._new_root()
         return obs
 
@@ -103,13 +98,15 @@ class EnvHost:
         self._restore_root()
         before = self.env.observation()
         failure = self.faults.draw(self._rng)
-        transition = self._transition(before, action, failure, list(self.env.actions), self.observations)
-        self.observations.append(transition.after.text)
+        transition = self._transition(before, action, failure, self.steps, self.history)
+        if transition.failure.kind == FailureKind.FAILURE_KIND_NONE:  # an injected failure never ran the action
+            self.history.record(action, transition.after.text)
+        self.steps += 1
         self._new_root()
         return transition
 
     def _transition(self, before: common_pb2.Observation, action: str, failure: common_pb2.Failure | None,
-                    previous_actions: list[str], previous_observations: list[str]) -> common_pb2.Transition:
+                    index: int, history: EpisodeLog) -> common_pb2.Transition:
         template = self.env.template(action)
         if failure is None:
             after, reward = self.env.step(action)  # InvalidActionError names the action
@@ -119,10 +116,9 @@ class EnvHost:
             after.CopyFrom(before)
             after.text = f"{failure.message}: {action}"
         return common_pb2.Transition(
-            episode_id=self.episode_id, step_index=len(previous_actions), env_spec=self.env_spec,
+            episode_id=self.episode_id, step_index=index, env_spec=self.env_spec,
             before=before, action=common_pb2.Action(text=action, template=template), after=after,
-            env_reward=reward, failure=failure, previous_actions=previous_actions,
-            previous_observations=previous_observations,
+            env_reward=reward, failure=failure, history=history.digest(),
         )
 
     # -- search -----------------------------------------------------------------------------------
@@ -168,31 +164,32 @@ class EnvHost:
         if depth > 0 and not result.observation.done:
             if self._at != path:
                 cost += self._goto(path)
-            rollout_return, n = self._rollout(depth, seed, gamma)
-            result.rollout_return, result.rollout_steps = rollout_return, n
-            cost += n
+            played = self._rollout(depth, seed, gamma)
+            result.rollout_return, result.rollout_steps = played.total, len(played.taken)
+            result.rollout_outcome, result.rollout_final_score = played.outcome, played.final_score
+            cost += len(played.taken)
         return result, cost
 
     def _step_path(self, path: tuple[str, ...], seed: int) -> tuple[sandbox_pb2.ProbeResult, int]:
         if not path:
             cost = self._goto(())
             obs = self.env.observation()
-            result = sandbox_pb2.ProbeResult(observation=obs, state_key=transposition_key(obs))
+            result = sandbox_pb2.ProbeResult(observation=obs, state_key=state_key(obs))
         else:
             for action in path:
                 self.check_action(action)
             cost = self._goto(path[:-1])
             before = self.env.observation()
             failure = self.faults.draw(random.Random(_path_seed(seed, path))) if self._faulty else None
-            history = [*self.env.actions]
             # The simulated path is part of the episode's history too (loops and novelty inside search).
-            path_feedback = [self._cache[path[:k]].observation.text for k in range(1, len(path))
-                             if path[:k] in self._cache]
-            transition = self._transition(before, path[-1], failure, history, [*self.observations, *path_feedback])
+            walked = [(path[k - 1], self._cache[path[:k]].observation.text if path[:k] in self._cache else "")
+                      for k in range(1, len(path))]
+            transition = self._transition(before, path[-1], failure, self.steps + len(path) - 1,
+                                          self.history.extended(walked))
             self._at = path if failure is None else path[:-1]
             cost += 1 if failure is None else 0
             obs = transition.after
-            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=transposition_key(obs))
+            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=state_key(obs))
         result.templates.extend(self.templates(list(result.observation.valid_actions)))
         self._cache[path] = result
         if len(self._cache) > self.cache_size:
@@ -205,32 +202,15 @@ class EnvHost:
     def _faulty(self) -> bool:
         return self.faults.error_probability + self.faults.timeout_probability > 0
 
-    def _rollout(self, depth: int, seed: int, gamma: float) -> tuple[float, int]:
-        """Random rollout (reading actions left out) from where the env stands: discounted score gain,
-        +1 won, -1 lost."""
-        rng = random.Random(seed)
+    def _rollout(self, depth: int, seed: int, gamma: float) -> Rollout:
+        """The search's rollout (core.rollout) from where the env stands; the env stays at its end."""
         assert self._at is not None
-        path = list(self._at)
-        total, discount, n = 0.0, 1.0, 0
-        for _ in range(depth):
-            if self.env.done:
-                break
-            valid = self.env.valid_actions()
-            if not valid:
-                break
-            # Reading actions (look, inventory, examine) cannot move a rollout towards anything.
-            valid = [a for a in valid if self.env.template(a) not in READ_ONLY_TEMPLATES] or valid
-            action = valid[rng.randrange(len(valid))]
-            _, reward = self.env.step(action)
-            path.append(action)
-            n += 1
-            total += discount * (reward + (1.0 if self.env.won else 0.0) - (1.0 if self.env.lost else 0.0))
-            discount *= gamma
-        self._at = tuple(path)  # the env now stands at the rollout's end
-        return total, n
+        played = rollout(self.env, depth, gamma, seed)
+        self._at = (*self._at, *played.taken)
+        return played
 
     def close(self) -> None:
         self.env.close()
 
 
-__all__ = ["EnvHost", "Faults", "InvalidActionError", "transposition_key"]
+__all__ = ["EnvHost", "Faults", "InvalidActionError"]

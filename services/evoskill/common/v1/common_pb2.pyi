@@ -64,8 +64,18 @@ class Failure(_message.Message):
     injected: bool
     def __init__(self, kind: _Optional[_Union[FailureKind, str]] = ..., message: _Optional[str] = ..., injected: _Optional[bool] = ...) -> None: ...
 
+class HistoryDigest(_message.Message):
+    __slots__ = ("actions", "feedbacks", "revealed_words")
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACKS_FIELD_NUMBER: _ClassVar[int]
+    REVEALED_WORDS_FIELD_NUMBER: _ClassVar[int]
+    actions: _containers.RepeatedScalarFieldContainer[int]
+    feedbacks: _containers.RepeatedScalarFieldContainer[int]
+    revealed_words: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, actions: _Optional[_Iterable[int]] = ..., feedbacks: _Optional[_Iterable[int]] = ..., revealed_words: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class Transition(_message.Message):
-    __slots__ = ("episode_id", "step_index", "env_spec", "before", "action", "after", "env_reward", "failure", "previous_actions", "previous_observations")
+    __slots__ = ("episode_id", "step_index", "env_spec", "before", "action", "after", "env_reward", "failure", "history")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -74,8 +84,7 @@ class Transition(_message.Message):
     AFTER_FIELD_NUMBER: _ClassVar[int]
     ENV_REWARD_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
-    PREVIOUS_ACTIONS_FIELD_NUMBER: _ClassVar[int]
-    PREVIOUS_OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     step_index: int
     env_spec: str
@@ -84,6 +93,5 @@ class Transition(_message.Message):
     after: Observation
     env_reward: float
     failure: Failure
-    previous_actions: _containers.RepeatedScalarFieldContainer[str]
-    previous_observations: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., env_spec: _Optional[str] = ..., before: _Optional[_Union[Observation, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., after: _Optional[_Union[Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., previous_actions: _Optional[_Iterable[str]] = ..., previous_observations: _Optional[_Iterable[str]] = ...) -> None: ...
+    history: HistoryDigest
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., env_spec: _Optional[str] = ..., before: _Optional[_Union[Observation, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., after: _Optional[_Union[Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., history: _Optional[_Union[HistoryDigest, _Mapping]] = ...) -> None: ...

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
 from evoskill.core.state_text import candidate_text, notes_after, state_text
 from evoskill.envs.base import heuristic_template
@@ -58,9 +59,9 @@ def episode_examples(
 ) -> list[Example]:
     """One example per step of `episode`; steps with no candidate actions are dropped.
 
-    Candidates are the search's root actions where there is a search target, else the state's valid
-    actions. Templates come from the search target where the planner recorded them, else the executed
-    action's from the transition and the others' from `template_of`.
+    Candidates are the step's target actions (the state's valid actions; the search's statistics where it
+    searched), else the executed action alone. Templates come from the target where the planner recorded
+    them, else the executed action's from the step and the others' from `template_of`.
     """
     returns: list[float] = []
     ret = 0.0
@@ -68,28 +69,26 @@ def episode_examples(
         ret = step.reward + gamma * ret
         returns.append(ret)
     returns.reverse()
-    taken_templates = [s.transition.action.template or template_of(s.transition.action.text) for s in episode.steps]
+    taken_templates = [s.action.template or template_of(s.action.text) for s in episode.steps]
     skills = tuple(dict.fromkeys(t for t in taken_templates if t)) if episode.won else ()
 
     examples: list[Example] = []
     notes = ""  # what the agent has read so far, as the planner tracked it while playing
-    for step, ret, taken_template in zip(episode.steps, returns, taken_templates, strict=True):
-        tr, target = step.transition, step.target
-        taken_text = tr.action.text
-        notes_before, notes = notes, notes_after(notes, taken_text, tr.after.text)
-        searched = len(target.actions) > 0
-        actions = tuple(target.actions) if searched else tuple(tr.before.valid_actions)
+    for (before, step), ret, taken_template in zip(steps_with_states(episode), returns, taken_templates, strict=True):
+        target, taken_text = step.target, step.action.text
+        notes_before, notes = notes, notes_after(notes, taken_text, step.observation.text)
+        actions = tuple(target.actions)
         if not actions and taken_text:
             actions = (taken_text,)
         if not actions:
             continue
         taken = actions.index(taken_text) if taken_text in actions else -1
-        if searched and len(target.templates) == len(actions):
+        if len(target.templates) == len(actions):
             templates = tuple(target.templates)  # the environment's own templates, from the planner
         else:
             templates = tuple(taken_template if a == taken_text else template_of(a) for a in actions)
         n = len(actions)
-        if searched and len(target.visit_probs) == n and sum(target.visit_probs) > 0:
+        if len(target.visit_probs) == n and sum(target.visit_probs) > 0:  # searched
             visits = np.asarray(target.visit_probs, dtype=np.float32)
             visits /= visits.sum()
             q = np.asarray(target.q_values, dtype=np.float32) if len(target.q_values) == n else np.zeros(n, np.float32)
@@ -103,11 +102,11 @@ def episode_examples(
             q, q_mask, root_value = np.zeros(n, np.float32), np.zeros(n, bool), math.nan
         else:
             continue  # nothing to imitate and nothing searched
-        goal, observation = state_text(tr.before, notes_before)
+        goal, observation = state_text(before, notes_before)
         examples.append(
             Example(
                 episode_id=episode.episode_id,
-                step_index=tr.step_index,
+                step_index=step.index,
                 goal=goal,
                 observation=observation,
                 actions=actions,
@@ -119,7 +118,7 @@ def episode_examples(
                 taken=taken,
                 ret=ret,
                 skills=skills,
-                seen=tuple(target.seen) if searched and len(target.seen) == n else (),
+                seen=tuple(target.seen) if len(target.seen) == n else (),
             )
         )
     return examples

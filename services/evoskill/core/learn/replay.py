@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import sqlite3
@@ -38,6 +39,7 @@ from evoskill.core.learn.data import Example, TemplateFn, episode_examples
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
+log = logging.getLogger(__name__)
 StepKey = tuple[str, int]  # (episode id, position of the step among the episode's examples)
 ONLINE, OFFLINE, EVICTED = "online", "offline", "evicted"
 
@@ -248,11 +250,17 @@ class MixedReplay:
             rows = self._db.execute(
                 "SELECT buffer, version, payload FROM episodes WHERE payload IS NOT NULL ORDER BY rowid"
             ).fetchall()
+            older = 0
             for buffer, version, payload in rows:
                 episode = EpisodeCompleted.FromString(payload)
-                if episode.episode_id not in self._buffer(buffer):
+                if not any(step.action.text for step in episode.steps):
+                    older += 1  # stored before steps were published once (EpisodeStep.transition): unreadable
+                elif episode.episode_id not in self._buffer(buffer):
                     self._place(episode, buffer, int(version))
-            return len(rows)
+            if older:
+                log.warning("replay: %d stored episodes are in the format before EpisodeStep lost its transition "
+                            "and are left out", older)
+            return len(rows) - older
 
     def sample(self, n: int) -> ReplaySample:
         with self._lock:

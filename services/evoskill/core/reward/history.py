@@ -1,22 +1,30 @@
 """What the reward needs to know about the episode so far, and the text normalisation it compares with.
 
-Convention for `Transition.previous_actions` / `previous_observations` (the sandbox fills them):
-`previous_actions[i]` is the i-th action of the episode before this step and `previous_observations[i]`
-the feedback text that action produced. The reset observation may come first, in which case
-`previous_observations` has one element more than `previous_actions`; senders should include it, since
-what the agent could see from the start is not a result of its actions. `before.text` is the feedback
-of the last previous action (or the reset text), so it is always treated as seen.
+The sandbox session owns the episode and keeps its whole history in an `EpisodeLog`; each `Transition`
+carries the bounded digest of it (`Transition.history`, see common.proto for why a digest): fingerprints
+of the actions taken and of the feedback seen (the reset text included), and the words earlier results
+revealed, each kind cut to its most recent entries. `EpisodeHistory` is the reward's view of that digest.
+The feedback of the step before (`before.text`) always counts as seen.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
-from evoskill.common.v1.common_pb2 import Transition
+from evoskill.common.v1.common_pb2 import HistoryDigest, Transition
+from evoskill.core.state_key import normalise
 
+K = TypeVar("K", int, str)
 _WORD = re.compile(r"[a-z0-9]+")
-_SPACE = re.compile(r"\s+")
+
+# Entries of each kind a transition carries (most recent kept): beyond every episode cap the benchmarks
+# use (ScienceWorld's longest is 120 steps), and a few KiB on the wire at most.
+HISTORY_LIMIT = 128
+REVEALED_LIMIT = 512
 
 # Words that never name an object or a result: articles, prepositions, pronouns.
 STOPWORDS = frozenset(
@@ -26,9 +34,9 @@ STOPWORDS = frozenset(
 )
 
 
-def normalise(text: str) -> str:
-    """Case and whitespace do not make an action or an observation new."""
-    return _SPACE.sub(" ", text.strip().lower())
+def fingerprint(text: str) -> int:
+    """64 bits of the normalised text, equal in every process (Python's str hash is salted)."""
+    return int.from_bytes(hashlib.blake2b(normalise(text).encode(), digest_size=8).digest(), "little")
 
 
 def words(text: str) -> frozenset[str]:
@@ -48,40 +56,71 @@ def action_arguments(action_text: str, template: str = "") -> frozenset[str]:
 
 @dataclass(frozen=True)
 class EpisodeHistory:
-    """The earlier steps of the episode: `actions[i]` produced `feedbacks[i]`; `initial` is the reset text."""
+    """The reward's view of the earlier steps: fingerprints of the actions taken and the feedback seen,
+    and the words earlier results revealed."""
 
-    actions: tuple[str, ...] = ()
-    feedbacks: tuple[str, ...] = ()
-    initial: str = ""
+    actions: frozenset[int] = frozenset()
+    feedbacks: frozenset[int] = frozenset()
+    revealed: frozenset[str] = frozenset()
 
     @classmethod
     def from_transition(cls, transition: Transition) -> EpisodeHistory:
-        actions = tuple(transition.previous_actions)
-        observations = tuple(transition.previous_observations)
-        extra = len(observations) - len(actions)
-        initial = observations[0] if extra > 0 else ""
-        # Align from the end: the latest feedback belongs to the latest action whatever the sender kept.
-        feedbacks = observations[extra:] if extra >= 0 else ("",) * -extra + observations
-        return cls(actions=actions, feedbacks=feedbacks, initial=initial)
+        h = transition.history
+        return cls(frozenset(h.actions), frozenset(h.feedbacks), frozenset(h.revealed_words))
 
-    def seen_actions(self) -> frozenset[str]:
-        return frozenset(normalise(a) for a in self.actions)
+    def took(self, action: str) -> bool:
+        return fingerprint(action) in self.actions
 
-    def seen_observations(self, before_text: str) -> frozenset[str]:
-        seen = {normalise(f) for f in self.feedbacks}
-        seen.add(normalise(before_text))
-        if self.initial:
-            seen.add(normalise(self.initial))
-        return frozenset(seen)
+    def saw(self, text: str, before_text: str) -> bool:
+        return normalise(text) == normalise(before_text) or fingerprint(text) in self.feedbacks
 
-    def revealed_words(self) -> frozenset[str]:
-        """Words that earlier results brought in: first seen in a step's feedback, neither known from the
-        reset text or earlier steps nor echoed from the action that asked. Words the agent could see all
-        along (the starting room) do not count, so the term rewards acting on what actions discovered."""
-        known = set(words(self.initial))
-        revealed: set[str] = set()
-        for action, feedback in zip(self.actions, self.feedbacks, strict=True):
-            asked, answered = words(action), words(feedback)
-            revealed |= answered - asked - known
-            known |= asked | answered
-        return frozenset(revealed)
+
+def _touch(recent: dict[K, None], item: K) -> None:
+    recent.pop(item, None)
+    recent[item] = None  # dicts keep insertion order: the last entry is the most recent
+
+
+def _last(recent: dict[K, None], n: int) -> list[K]:
+    return list(recent)[-n:]
+
+
+@dataclass
+class EpisodeLog:
+    """The whole history of one episode, where the episode lives (the sandbox session), and the digest
+    each of its transitions carries. `known`: every word the episode has shown or said so far."""
+
+    actions: dict[int, None] = field(default_factory=dict)  # fingerprints, least recent first
+    feedbacks: dict[int, None] = field(default_factory=dict)
+    revealed: dict[str, None] = field(default_factory=dict)
+    known: set[str] = field(default_factory=set)
+
+    @classmethod
+    def start(cls, initial: str) -> EpisodeLog:
+        """After reset: the reset text is seen, and its words were visible from the start (not revealed)."""
+        log = cls(known=set(words(initial)))
+        if initial:
+            _touch(log.feedbacks, fingerprint(initial))
+        return log
+
+    def record(self, action: str, feedback: str) -> None:
+        """`action` answered `feedback`. A word is revealed when it first shows in a step's feedback,
+        neither known before nor echoed from the action that asked."""
+        _touch(self.actions, fingerprint(action))
+        if feedback:
+            _touch(self.feedbacks, fingerprint(feedback))
+        asked, answered = words(action), words(feedback)
+        for word in sorted(answered - asked - self.known):
+            _touch(self.revealed, word)
+        self.known |= asked | answered
+
+    def extended(self, steps: Iterable[tuple[str, str]]) -> EpisodeLog:
+        """A copy with more (action, feedback) steps: the episode along a simulated path."""
+        log = EpisodeLog(dict(self.actions), dict(self.feedbacks), dict(self.revealed), set(self.known))
+        for action, feedback in steps:
+            log.record(action, feedback)
+        return log
+
+    def digest(self) -> HistoryDigest:
+        return HistoryDigest(actions=_last(self.actions, HISTORY_LIMIT),
+                             feedbacks=_last(self.feedbacks, HISTORY_LIMIT),
+                             revealed_words=_last(self.revealed, REVEALED_LIMIT))

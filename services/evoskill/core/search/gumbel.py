@@ -28,7 +28,7 @@ import numpy as np
 from evoskill.core.search.expand import softmax
 from evoskill.core.search.improved import improved_logits
 from evoskill.core.search.tree import Tree
-from evoskill.core.search.types import SearchConfig
+from evoskill.core.search_config import SearchConfig
 
 
 def considered_visits(max_considered: int, num_simulations: int) -> np.ndarray:

@@ -29,15 +29,8 @@ from evoskill.core.search.expand import expand_nodes
 from evoskill.core.search.gumbel import GumbelRoot
 from evoskill.core.search.puct import kernel_params
 from evoskill.core.search.tree import Tree
-from evoskill.core.search.types import (
-    EvaluateFn,
-    Root,
-    SearchConfig,
-    SearchStats,
-    StepBatchFn,
-    StepFn,
-    Transition,
-)
+from evoskill.core.search.types import EvaluateFn, Root, SearchStats, StepBatchFn, StepFn, Transition
+from evoskill.core.search_config import SearchConfig
 
 _NO_INTS = np.zeros(0, np.int64)
 _NO_FLOATS = np.zeros(0)
@@ -84,9 +77,10 @@ def search(
     `step(state, action) -> Transition` must be deterministic for a given (state, action): each
     edge is stepped once and its child cached, so `state` objects must stay valid until the search
     returns. `evaluate(states) -> Evaluation` gives prior logits and values (uniform priors and
-    value 0 without it). `step_batch([(state, action), ...]) -> [Transition, ...]`, if given,
-    replaces `step` for the new edges of a batch (e.g. to run them on several sandbox workers at
-    once).
+    value 0 without it); leaf values are backed up as it gives them (rollouts, and their mix with a
+    value network, belong to the environment model: `core.search.model`). `step_batch([(state,
+    action), ...]) -> [Transition, ...]`, if given, replaces `step` for the new edges of a batch (e.g.
+    to run them on several sandbox workers at once).
     """
     config = config or SearchConfig()
     started = time.perf_counter()

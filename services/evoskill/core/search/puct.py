@@ -35,7 +35,7 @@ from evoskill.core.search.tree import (
     NODE_VIRTUAL,
     NODE_VISITS,
 )
-from evoskill.core.search.types import SearchConfig
+from evoskill.core.search_config import SearchConfig
 
 # `SearchConfig` flattened into one float64 array for the kernels (flags are 0/1).
 P_C_PUCT = 0

@@ -59,17 +59,25 @@ class SearchTarget(_message.Message):
     def __init__(self, actions: _Optional[_Iterable[str]] = ..., visit_probs: _Optional[_Iterable[float]] = ..., q_values: _Optional[_Iterable[float]] = ..., priors: _Optional[_Iterable[float]] = ..., root_value: _Optional[float] = ..., templates: _Optional[_Iterable[str]] = ..., seen: _Optional[_Iterable[bool]] = ..., policy_probs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class EpisodeStep(_message.Message):
-    __slots__ = ("transition", "target", "reward")
-    TRANSITION_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
-    transition: _common_pb2.Transition
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    ENV_REWARD_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     target: SearchTarget
     reward: float
-    def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ..., target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ...) -> None: ...
+    index: int
+    action: _common_pb2.Action
+    observation: _common_pb2.Observation
+    env_reward: float
+    failure: _common_pb2.Failure
+    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ...) -> None: ...
 
 class EpisodeCompleted(_message.Message):
-    __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version")
+    __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +89,7 @@ class EpisodeCompleted(_message.Message):
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     env_spec: str
     seed: int
@@ -92,7 +101,8 @@ class EpisodeCompleted(_message.Message):
     env_steps: int
     agent: str
     policy_version: str
-    def __init__(self, episode_id: _Optional[str] = ..., env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[EpisodeStep, _Mapping]]] = ..., total_reward: _Optional[float] = ..., score: _Optional[float] = ..., won: _Optional[bool] = ..., env_steps: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ...) -> None: ...
+    initial: _common_pb2.Observation
+    def __init__(self, episode_id: _Optional[str] = ..., env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[EpisodeStep, _Mapping]]] = ..., total_reward: _Optional[float] = ..., score: _Optional[float] = ..., won: _Optional[bool] = ..., env_steps: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., initial: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("episode_id", "step_index", "simulations", "nodes", "max_depth", "early_stopped", "seconds")
@@ -113,7 +123,7 @@ class SearchStats(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., simulations: _Optional[int] = ..., nodes: _Optional[int] = ..., max_depth: _Optional[int] = ..., early_stopped: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class PolicyPublished(_message.Message):
-    __slots__ = ("version", "onnx_path", "metrics")
+    __slots__ = ("version", "metrics")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -122,12 +132,10 @@ class PolicyPublished(_message.Message):
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
-    ONNX_PATH_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     version: str
-    onnx_path: str
     metrics: _containers.ScalarMap[str, float]
-    def __init__(self, version: _Optional[str] = ..., onnx_path: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    def __init__(self, version: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class PolicyServing(_message.Message):
     __slots__ = ("version", "previous_version", "reason", "changed_unix_ms")

@@ -25,7 +25,7 @@ class TrainRequest(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., batch_size: _Optional[int] = ..., online_fraction: _Optional[float] = ..., seed: _Optional[int] = ..., episode_ids: _Optional[_Iterable[str]] = ..., wait_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class TrainReply(_message.Message):
-    __slots__ = ("policy_version", "losses", "samples", "replay_size", "replay_episodes", "steps", "onnx_path")
+    __slots__ = ("policy_version", "losses", "samples", "replay_size", "replay_episodes", "steps")
     class LossesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -39,15 +39,13 @@ class TrainReply(_message.Message):
     REPLAY_SIZE_FIELD_NUMBER: _ClassVar[int]
     REPLAY_EPISODES_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
-    ONNX_PATH_FIELD_NUMBER: _ClassVar[int]
     policy_version: str
     losses: _containers.ScalarMap[str, float]
     samples: int
     replay_size: int
     replay_episodes: int
     steps: int
-    onnx_path: str
-    def __init__(self, policy_version: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., samples: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_episodes: _Optional[int] = ..., steps: _Optional[int] = ..., onnx_path: _Optional[str] = ...) -> None: ...
+    def __init__(self, policy_version: _Optional[str] = ..., losses: _Optional[_Mapping[str, float]] = ..., samples: _Optional[int] = ..., replay_size: _Optional[int] = ..., replay_episodes: _Optional[int] = ..., steps: _Optional[int] = ...) -> None: ...
 
 class GetPolicyRequest(_message.Message):
     __slots__ = ("version", "serving")
@@ -58,7 +56,7 @@ class GetPolicyRequest(_message.Message):
     def __init__(self, version: _Optional[str] = ..., serving: _Optional[bool] = ...) -> None: ...
 
 class PolicyInfo(_message.Message):
-    __slots__ = ("version", "onnx_path", "onnx_model", "created_unix_ms", "metrics", "serving")
+    __slots__ = ("version", "onnx_model", "created_unix_ms", "metrics", "serving")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,18 +65,16 @@ class PolicyInfo(_message.Message):
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
-    ONNX_PATH_FIELD_NUMBER: _ClassVar[int]
     ONNX_MODEL_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     version: str
-    onnx_path: str
     onnx_model: bytes
     created_unix_ms: int
     metrics: _containers.ScalarMap[str, float]
     serving: bool
-    def __init__(self, version: _Optional[str] = ..., onnx_path: _Optional[str] = ..., onnx_model: _Optional[bytes] = ..., created_unix_ms: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., serving: _Optional[bool] = ...) -> None: ...
+    def __init__(self, version: _Optional[str] = ..., onnx_model: _Optional[bytes] = ..., created_unix_ms: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., serving: _Optional[bool] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()

@@ -7,10 +7,10 @@ import uuid
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.orchestrator.health_workflow import StackHealthWorkflow
-from evoskill.orchestrator.service import connect
-from evoskill.orchestrator.training_logic import TrainingParams
+from evoskill.orchestrator.health.workflow import StackHealthWorkflow
+from evoskill.orchestrator.training.logic import TrainingParams
 from evoskill.platform.config import Settings
+from evoskill.platform.temporal import connect
 
 # A few minutes on two cores: MCTS plays the first epoch, θ guides the search from the second.
 SHORT_TRAINING = TrainingParams(envs=["twx:coin"], epochs=2, episodes_per_epoch=4, eval_episodes=2, simulations=8,
@@ -37,7 +37,7 @@ async def run_main_job(settings: Settings, console: Console, training: TrainingP
         return 0
     from temporalio.client import WorkflowFailureError
 
-    from evoskill.orchestrator.training_client import failure_message, run_training
+    from evoskill.clients.training import failure_message, run_training
 
     try:
         await run_training(settings, training, console)

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evoskill.orchestrator.training_logic import EpisodeResult
+from evoskill.orchestrator.training.logic import EpisodeResult
 
 STAGES = ("starting", "shadow", "canary", "promoting", "watch", "rolling back", "done")
 OUTCOMES = ("promoted", "rolled_back", "refused", "aborted")

@@ -25,8 +25,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from evoskill.orchestrator.exploration_activities import ExplorationActivities
-    from evoskill.orchestrator.exploration_logic import (
+    from evoskill.orchestrator.exploration.activities import ExplorationActivities
+    from evoskill.orchestrator.exploration.logic import (
         ArmFigures,
         ExplorationInput,
         ExplorationProgress,
@@ -43,8 +43,8 @@ with workflow.unsafe.imports_passed_through():
         validate,
         watch_decision,
     )
-    from evoskill.orchestrator.training_activities import TrainingActivities
-    from evoskill.orchestrator.training_logic import EpisodeResult, EpisodeTask, episode_id, sample_tasks
+    from evoskill.orchestrator.training.activities import TrainingActivities
+    from evoskill.orchestrator.training.logic import EpisodeResult, EpisodeTask, episode_id, sample_tasks
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -170,6 +170,8 @@ class ExplorationWorkflow:
             aborted.cancel()
             return work.result()
         work.cancel()
+        # The stage ends with its activities' cancellation errors: taken here, not logged as never retrieved.
+        work.add_done_callback(lambda stopped: stopped.cancelled() or stopped.exception())
         raise Aborted()
 
     async def _roll_back(self, reason: str) -> None:

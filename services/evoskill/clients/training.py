@@ -22,15 +22,15 @@ from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from evoskill.orchestrator.training_logic import (
+from evoskill.orchestrator.training.logic import (
     EpochMetrics,
     TrainingInput,
     TrainingParams,
     TrainingProgress,
     TrainingResult,
 )
-from evoskill.orchestrator.training_report import epoch_scalars, epoch_table, plot_curves, progress_table, write_scalars
-from evoskill.orchestrator.training_workflow import TrainingWorkflow
+from evoskill.orchestrator.training.report import epoch_scalars, epoch_table, plot_curves, progress_table, write_scalars
+from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 
 
@@ -125,7 +125,7 @@ def write_report(result: TrainingResult, report_dir: Path, console: Console) -> 
 
 async def run_training(settings: Settings, params: TrainingParams, console: Console, report_dir: Path | None = None,
                        workflow_id: str | None = None) -> TrainingResult:
-    from evoskill.orchestrator.service import connect
+    from evoskill.platform.temporal import connect
 
     workflow_id = workflow_id or new_workflow_id()
     report_dir = report_dir or settings.state_dir / "reports" / workflow_id

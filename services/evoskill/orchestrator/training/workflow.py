@@ -21,8 +21,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from evoskill.orchestrator.training_activities import TrainingActivities
-    from evoskill.orchestrator.training_logic import (
+    from evoskill.orchestrator.training.activities import TrainingActivities
+    from evoskill.orchestrator.training.logic import (
         ES_PARAMS,
         ES_START,
         EpisodeResult,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from evoskill.orchestrator.training_logic import EpochMetrics, TrainingProgress
+from evoskill.orchestrator.training.logic import EpochMetrics, TrainingProgress
 
 METRICS_FILE = "metrics.jsonl"
 

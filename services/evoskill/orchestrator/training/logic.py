@@ -154,7 +154,7 @@ class TrainResult:
     policy_version: str
     losses: dict[str, float]
     samples: int
-    note: str = ""            # why no policy came out (learner without Train, nothing to train on)
+    note: str = ""            # why no policy came out (training off)
 
 
 @dataclass

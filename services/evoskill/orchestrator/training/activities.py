@@ -15,10 +15,10 @@ import grpc
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from evoskill.clients.episodes import episode_request, play
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-from evoskill.orchestrator.evaluate import episode_request, play
-from evoskill.orchestrator.training_logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
-from evoskill.orchestrator.training_report import record_metrics
+from evoskill.orchestrator.training.logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
+from evoskill.orchestrator.training.report import record_metrics
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 

@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 
 from evoskill.learner.registry import parse_version
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-from evoskill.orchestrator.exploration_logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
-from evoskill.orchestrator.training_activities import rpc_failure
+from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
+from evoskill.orchestrator.training.activities import rpc_failure
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel

@@ -1,0 +1,42 @@
+"""An episode as `episode.completed` carries it: each step once (see EpisodeStep in events.proto).
+
+The planner writes it with `record_step` from the sandbox's transitions; readers (the learner's
+examples) walk it with `steps_with_states`, which gives back the state each step was taken in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from evoskill.common.v1.common_pb2 import Observation, Transition
+from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep, SearchTarget
+
+
+def _without_actions(observation: Observation) -> Observation:
+    """The observation without its valid actions: the next step's target lists them."""
+    out = Observation()
+    out.CopyFrom(observation)
+    del out.valid_actions[:]
+    return out
+
+
+def record_step(episode: EpisodeCompleted, transition: Transition, target: SearchTarget,
+                reward: float) -> EpisodeStep:
+    """Append one real step. The first records the episode's initial observation; the target's actions
+    default to the state's valid actions, so that every step lists its candidates once."""
+    if not episode.steps:
+        episode.initial.CopyFrom(_without_actions(transition.before))
+    step = episode.steps.add(index=transition.step_index, action=transition.action, reward=reward,
+                             observation=_without_actions(transition.after), env_reward=transition.env_reward,
+                             failure=transition.failure, target=target)
+    if not step.target.actions:
+        step.target.actions.extend(transition.before.valid_actions)
+    return step
+
+
+def steps_with_states(episode: EpisodeCompleted) -> Iterator[tuple[Observation, EpisodeStep]]:
+    """Each step with the state it was taken in (its valid actions are the step's target.actions)."""
+    before = episode.initial
+    for step in episode.steps:
+        yield before, step
+        before = step.observation

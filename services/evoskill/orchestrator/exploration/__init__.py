@@ -1,0 +1,1 @@
+"""ExplorationWorkflow: shadow, canary, promotion or rollback, watch; its activities and pure logic."""

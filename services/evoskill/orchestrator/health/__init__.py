@@ -1,0 +1,1 @@
+"""StackHealthWorkflow: every service's gRPC health through Temporal."""
