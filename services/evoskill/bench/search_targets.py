@@ -4,8 +4,9 @@ Each real step's root statistics become θ's policy target: the visit distributi
 policy softmax(log pi + sigma(completed Q)) for Gumbel (`SearchResult.policy_target`). On small games with a
 known best first action, for each algorithm and budget over many search seeds: how often search picks the
 best action, the target's mass on it, and the target's entropy over log(actions) (1 = uniform). Code path:
-`core.search.search` with Python callbacks, the planner's search defaults (batch 8, early stop 0.8, root
-noise for PUCT), no rollouts: leaf values come from the evaluator (0 here, an untrained value head).
+`core.search.search` with Python callbacks, the planner's search defaults (early stop 0.8, root noise for
+PUCT; batch 8 as the planner, and 1), no rollouts: leaf values come from the evaluator (0 here, an untrained
+value head).
 
     evoskill bench targets --json docs/figures/search-targets.json
 """
@@ -74,10 +75,15 @@ def target(result: Any) -> np.ndarray:
     return result.policy_target if result.policy_target is not None else result.visit_distribution
 
 
-def measure(game: Combination, algorithm: str, simulations: int, seeds: int) -> dict[str, float]:
+# (algorithm, batch size): the planner's PUCT (8 leaves per round under virtual loss), sequential PUCT, and
+# Gumbel, whose rounds are its halving levels whatever the batch size.
+SEARCHES = (("puct", 8), ("puct", 1), ("gumbel", 8))
+
+
+def measure(game: Combination, algorithm: str, batch: int, simulations: int, seeds: int) -> dict[str, float]:
     picked, mass, entropy = [], [], []
     for seed in range(seeds):
-        config = SearchConfig(num_simulations=simulations, batch_size=8, seed=seed, algorithm=algorithm)  # type: ignore[arg-type]
+        config = SearchConfig(num_simulations=simulations, batch_size=batch, seed=seed, algorithm=algorithm)
         result = search(game.root(), game.step, config, game.evaluate)
         probs = target(result)
         picked.append(result.action == game.best)
@@ -92,15 +98,16 @@ def run_targets_bench(json_path: Path | None, budgets: Sequence[int], seeds: int
     rows = []
     for game in GAMES:
         prior = float(np.exp(game.hint) / (game.digits - 2 + np.exp(game.hint) + np.exp(game.decoy)))
-        for algorithm in ("puct", "gumbel"):
+        for algorithm, batch in SEARCHES:
             for simulations in budgets:
-                rows.append({"game": game.name, "algorithm": algorithm, "simulations": simulations,
-                             "prior_on_best": prior, **measure(game, algorithm, simulations, seeds)})
+                rows.append({"game": game.name, "algorithm": algorithm, "batch_size": batch, "simulations": simulations,
+                             "prior_on_best": prior, **measure(game, algorithm, batch, simulations, seeds)})
     table = Table(title=f"Search targets ({seeds} search seeds per row)")
-    for column in ("game", "algorithm", "sims", "best action", "target on best", "prior on best", "entropy"):
+    for column in ("game", "search", "sims", "best action", "target on best", "prior on best", "entropy"):
         table.add_column(column)
     for r in rows:
-        table.add_row(str(r["game"]), str(r["algorithm"]), str(r["simulations"]), f"{r['best_action_rate']:.0%}",
+        search_name = "gumbel" if r["algorithm"] == "gumbel" else f"puct, batch {r['batch_size']}"
+        table.add_row(str(r["game"]), search_name, str(r["simulations"]), f"{r['best_action_rate']:.0%}",
                       f"{r['target_mass_on_best']:.3f}", f"{r['prior_on_best']:.3f}", f"{r['target_entropy']:.2f}")
     Console().print(table)
     if json_path is not None:
