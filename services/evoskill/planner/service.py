@@ -24,6 +24,7 @@ from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
+from evoskill.platform.replicas import ReplicaStub
 from evoskill.platform.rpc import abort_for, rpc_method, sync_channel
 from evoskill.platform.service import ServiceParts
 from evoskill.reward.v1 import reward_pb2_grpc
@@ -39,15 +40,17 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     def __init__(self, settings: Settings, bus: Bus | None) -> None:
         self.settings = settings
         self.bus = bus
-        self.sandbox = sandbox_pb2_grpc.SandboxServiceStub(sync_channel(settings.endpoint("sandbox").target,
-                                                                        settings.grpc))
-        self.reward = reward_pb2_grpc.RewardServiceStub(sync_channel(settings.endpoint("reward").target,
-                                                                     settings.grpc))
+        # A session's calls dial the sandbox replica holding it; new sessions and other calls go in turn.
+        self.sandbox = self._replicas("sandbox", sandbox_pb2_grpc.SandboxServiceStub, owns_sessions=True)
+        self.reward = self._replicas("reward", reward_pb2_grpc.RewardServiceStub)
         self.score = Scorer.for_settings(settings)  # search scores its steps and rollouts in-process
-        self.memory = memory_pb2_grpc.MemoryServiceStub(sync_channel(settings.endpoint("memory").target,
-                                                                     settings.grpc))
+        self.memory = self._replicas("memory", memory_pb2_grpc.MemoryServiceStub)
         self.policies = PolicyStore(settings)
         self.llm = llm.from_settings(settings)  # None unless llm.base_url is set
+
+    def _replicas(self, service: str, stub: Any, owns_sessions: bool = False) -> ReplicaStub:
+        return ReplicaStub(service, self.settings.endpoint(service), stub,
+                           lambda address: sync_channel(address, self.settings.grpc), owns_sessions)
 
     def player(self, policy: PolicyFn | None = None) -> EpisodePlayer:
         return EpisodePlayer(self.sandbox, self.reward, self.settings.search, self.score, policy,

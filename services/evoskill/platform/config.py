@@ -69,18 +69,42 @@ class TelemetrySettings(_Group):
 
 
 class ServiceEndpoint(_Group):
-    host: str = Field("127.0.0.1", description="Address the service binds to and is reached at")
+    host: str = Field("127.0.0.1", description="Address the service binds to and is reached at (on Kubernetes "
+                      "a headless Service: its DNS name lists every ready replica)")
     port: int = Field(0, description="gRPC port")
+    replicas: list[str] = Field(
+        default_factory=list, description="host:port of every replica when the service runs several at fixed "
+        "addresses (`evoskill up --replicas`); new work goes to them in turn. Empty: host:port alone"
+    )
+    advertise_host: str = Field(
+        "", description="This replica's own address, which names what it owns (sandbox sessions) and which "
+        "callers dial for it; on Kubernetes the pod IP (downward API status.podIP). Empty: host"
+    )
 
     @property
     def target(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def addresses(self) -> list[str]:
+        """Where new work may go: each listed replica, else host:port."""
+        return list(self.replicas) or [self.target]
+
+    @property
+    def advertised(self) -> str:
+        """The address other processes reach this replica at (IPv6 in brackets, as gRPC targets write it)."""
+        host = self.advertise_host or self.host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
 
 class GrpcSettings(_Group):
     deadline_s: float = Field(10.0, description="Default deadline of every client call (seconds)")
     retries: int = Field(3, description="Attempts for calls that are safe to retry")
     shutdown_grace_s: float = Field(5.0, description="Seconds in-flight calls get on shutdown")
+    max_connection_age_s: float = Field(
+        300.0, description="Servers ask clients to reconnect after this long (calls in flight finish), so a "
+        "client re-resolves a headless Service and reaches replicas added since (0 = never)"
+    )
 
 
 class SandboxSettings(_Group):
@@ -129,6 +153,9 @@ class LearnerSettings(_Group):
     grad_clip: float = Field(1.0, description="Gradient norm clip")
     replay_capacity: int = Field(10_000, description="Replay buffer capacity (1000-10000)")
     online_fraction: float = Field(0.5, description="Share of each batch drawn from fresh online experience")
+    library_capacity: int = Field(
+        200_000, description="Steps the offline library holds (demonstrations, imported trajectories); oldest go first"
+    )
     epochs: int = Field(10, description="Outer-loop epochs (10-100)")
     tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
     featurizer: Literal["hash", "minilm"] = Field(
