@@ -15,6 +15,8 @@ CHANGED = SearchConfig(
     value_mix=0.25, early_stop_fraction=None, max_children=5, widening_k=1.5, widening_alpha=0.7, hierarchical=True,
     transpositions=False, batch_size=2, virtual_loss=0.5, unvisited_q=-0.25, normalize_q=False, max_depth=12, seed=9,
     prefetch_children=0, noop_penalty=2.0, revisit_penalty=0.0, memory_weight=1.5, memory_limit=3,
+    policy_value_mix=0.75, algorithm="gumbel", gumbel_max_actions=4, gumbel_c_visit=10.0, gumbel_c_scale=0.5,
+    gumbel_scale=0.0,
 )
 
 
@@ -64,3 +66,14 @@ def test_settings_files_and_environment_still_set_search(monkeypatch: pytest.Mon
     monkeypatch.setenv("EVOSKILL_SEARCH__EARLY_STOP_FRACTION", "1")
     search = Settings().search
     assert search.max_children is None and search.unvisited_q == 0.5 and search.early_stop_fraction is None
+
+
+@pytest.mark.parametrize(
+    ("agent", "request_mix", "expected"),
+    [("mcts", None, 1.0), ("policy+mcts", None, 0.5), ("policy+mcts", 0.25, 0.25)],
+)
+def test_value_head_weighs_in_where_theta_advises(agent: str, request_mix: float | None, expected: float) -> None:
+    request = planner_pb2.SearchConfig(agent=agent)
+    if request_mix is not None:
+        request.value_mix = request_mix
+    assert resolve_config(request, SearchConfig(), seed=3).value_mix == expected

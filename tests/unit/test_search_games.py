@@ -44,6 +44,7 @@ class Lock:
         return self.state == CODE
 
     lost = False
+    score = 0.0  # only the win counts
 
     def valid_actions(self) -> list[str]:
         return ["0", "1", "2"]
@@ -64,7 +65,7 @@ def test_finds_the_combination_with_rollouts() -> None:
         values = []
         for state in states:
             lock = Lock(state)
-            values.append(rollout(lock, 4, 1.0, seed=len(played))[0])
+            values.append(rollout(lock, 4, 1.0, seed=len(played)).total)
             played.append(lock.steps)
         return Evaluation(None, values)
 

@@ -8,19 +8,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evoskill.common.v1.common_pb2 import Observation
+from evoskill.common.v1.common_pb2 import Action, Observation, Transition
+from evoskill.core.episode_record import record_step
+from evoskill.core.learn import episode_examples
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, search
 from evoskill.core.search.advice import memories, ranking, theta
 from evoskill.core.search.model import ROLLOUT_SEED_STRIDE, SearchModel
 from evoskill.core.state_text import candidate_text
+from evoskill.events.v1.events_pb2 import EpisodeCompleted
 from evoskill.memory.v1 import memory_pb2
+from evoskill.planner.episode import search_target
 from evoskill.platform.config import RewardSettings, Settings
 from evoskill.reward.service import RewardServicer
 from evoskill.sandbox.host import EnvHost
 from evoskill.sandbox.v1 import sandbox_pb2
 
-SCORE = Scorer(RewardSettings()).total
+SCORE = Scorer(RewardSettings())
 
 
 class CountingHost:
@@ -145,7 +149,7 @@ def test_search_scores_its_steps_as_the_reward_service_does(coin: EnvHost) -> No
     """In-process rewards inside search, the same numbers as the reward service's for the same transitions."""
     settings = Settings()
     service = RewardServicer(settings)
-    env = SearchModel(coin.simulate, Scorer.for_settings(settings).total, SearchConfig(rollout_depth=0, seed=2))
+    env = SearchModel(coin.simulate, Scorer.for_settings(settings), SearchConfig(rollout_depth=0, seed=2))
     env.run()
     assert len(env.rewards) > 1  # the edges search took, and only those, were scored
     assert len(env.rewards) < len(env.nodes) - 1
@@ -198,5 +202,31 @@ def test_leaf_values_mix_theta_with_the_rollout(coin: EnvHost) -> None:
     (value,) = env.evaluate([()]).values
     (probe,), _ = coin.simulate([sandbox_pb2.Probe(rollout_depth=12, rollout_seed=7 * ROLLOUT_SEED_STRIDE + 1)], 0.97)
     assert probe.rollout_steps > 0
-    assert value == pytest.approx(0.75 * 2.0 + 0.25 * probe.rollout_return)
+    rollout = SCORE.rollout(probe.rollout_return - probe.rollout_outcome, probe.rollout_outcome,
+                            probe.rollout_final_score)  # in the reward service's units, as θ's value is
+    assert value == pytest.approx(0.75 * 2.0 + 0.25 * rollout)
     assert model(coin, value_mix=1.0, rollout_depth=0).evaluate([()]).values.tolist() == [0.0]
+
+
+def test_gumbel_target_covers_every_valid_action_and_reaches_the_learner(coin: EnvHost) -> None:
+    env = SearchModel(coin.simulate, SCORE, SearchConfig(algorithm="gumbel", num_simulations=8, rollout_depth=4))
+    target = search_target(env.run(), env)
+    valid = list(env.nodes[()].observation.valid_actions)
+    assert list(target.actions) == valid and len(target.policy_probs) == len(valid)
+    assert sum(target.policy_probs) == pytest.approx(1.0, abs=1e-6)
+    probs = dict(zip(target.actions, target.policy_probs, strict=True))
+    assert probs["inventory"] == 0.0  # a no-op: search never considered it
+    assert all(probs[a] > 0 for a in env.actions(()))  # every candidate, visited or not
+    assert sum(v > 0 for v in target.visit_probs) <= 8
+
+    episode = EpisodeCompleted(episode_id="e")
+    record_step(episode, Transition(before=env.nodes[()].observation, action=Action(text=valid[0])), target, 0.0)
+    (example,) = episode_examples(episode)
+    np.testing.assert_allclose(example.visit_probs, target.policy_probs, rtol=1e-6)  # distilled: the improved policy
+    assert example.q_mask.tolist() == [v > 0 for v in target.visit_probs]  # Q targets: visited actions only
+
+
+def test_puct_target_leaves_the_improved_policy_empty(coin: EnvHost) -> None:
+    env = SearchModel(coin.simulate, SCORE, SearchConfig(num_simulations=8, rollout_depth=0))
+    result = env.run()
+    assert result.policy_target is None and not search_target(result, env).policy_probs

@@ -97,3 +97,15 @@ def quality(
         raise typer.Exit(2) from None
     run_quality_bench(chosen, quick, seeds, workers, overrides, work_dir.resolve() / chosen.name.replace(":", "-"),
                       json_path)
+
+
+@bench_app.command("targets")
+def targets(
+    json_path: Path | None = typer.Option(None, "--json", help="Write the table here."),
+    budgets: str = typer.Option("4,8,16", help="Simulations per search, comma-separated."),
+    seeds: int = typer.Option(200, help="Search seeds per row."),
+) -> None:
+    """θ's search targets at small budgets on toy games: PUCT's visit counts vs Gumbel MuZero's improved policy."""
+    from evoskill.bench.search_targets import run_targets_bench
+
+    run_targets_bench(json_path, [int(b) for b in budgets.split(",")], seeds)

@@ -24,7 +24,8 @@ _PLAIN_FIELDS = (
     "num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix",
     "early_stop_fraction", "max_children", "widening_k", "widening_alpha", "hierarchical", "transpositions",
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
-    "revisit_penalty", "memory_weight", "memory_limit",
+    "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
+    "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -74,6 +75,10 @@ class SearchConfig(BaseModel):
         1.0, ge=0.0, le=1.0,
         description="Leaf value = (1-mix)*value network + mix*rollout return (1 = rollouts only, no θ needed)",
     )
+    policy_value_mix: float = Field(
+        0.5, ge=0.0, le=1.0,
+        description="value_mix of the policy+mcts agent, whose θ has a value head (a request's value_mix wins)",
+    )
     early_stop_fraction: float | None = Field(
         0.8, gt=0.0, description="Stop when one root action holds this share of visits (1 or null = never)"
     )
@@ -106,6 +111,19 @@ class SearchConfig(BaseModel):
     )
     memory_limit: int = Field(8, ge=0, description="Experiences retrieved per real step when memory_weight > 0")
     max_episode_steps: int = Field(50, ge=1, description="Real steps before an episode is cut off")
+    algorithm: Literal["puct", "gumbel"] = Field(
+        "puct", description="puct, or gumbel: Gumbel MuZero (core/search/gumbel.py), whose improved policy, not "
+        "its visit counts, is θ's target; the PUCT knobs (c_puct, noise, early stop, widening, template-first, "
+        "batch_size: a halving level is one batch) do not apply to it",
+    )
+    gumbel_max_actions: int = Field(16, ge=1, description="Gumbel: root actions sampled for sequential halving")
+    gumbel_c_visit: float = Field(
+        50.0, ge=0.0, description="Gumbel: sigma(q) = (c_visit + max N) * c_scale * q, q min-max normalised"
+    )
+    gumbel_c_scale: float = Field(0.1, gt=0.0, description="Gumbel: see gumbel_c_visit")
+    gumbel_scale: float = Field(
+        1.0, ge=0.0, description="Gumbel: scale of the root's Gumbel noise (0 = the top actions by prior)"
+    )
 
     @field_validator("max_children", "widening_k", mode="before")
     @classmethod

@@ -109,7 +109,7 @@ class DemoPlayer:
     def play(self, spec: str, fold: str, seed: int) -> tuple[events_pb2.EpisodeCompleted, int]:
         """The episode, and the environment steps it cost (the children stepped for `seen` included)."""
         before = self.sandbox.env_steps
-        player = EpisodePlayer(self.sandbox, self.reward, self.search_settings, self.reward.scorer.total)
+        player = EpisodePlayer(self.sandbox, self.reward, self.search_settings, self.reward.scorer)
         request = planner_pb2.PlayEpisodeRequest(env_spec=spec, seed=seed, fold=fold, max_steps=self.max_steps,
                                                  episode_id=episode_id(spec, fold, seed),
                                                  config=planner_pb2.SearchConfig(agent="demo"))

@@ -21,9 +21,10 @@ import numpy as np
 
 from evoskill.core.episode_record import record_step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, SearchResult
 from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, theta
-from evoskill.core.search.model import ScoreFn, SearchModel, SimulateFn
+from evoskill.core.search.model import SearchModel, SimulateFn
 from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
@@ -41,7 +42,10 @@ AGENTS = ("mcts", "random", "policy", "policy+mcts", "demo")
 def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchConfig, seed: int) -> SearchConfig:
     """The request's fields where set, the service's settings elsewhere; `seed` is the caller's
     (PlayEpisode derives one per step from the request's: step_seed)."""
-    return SearchConfig.from_proto(request, defaults).with_seed(seed)
+    config = SearchConfig.from_proto(request, defaults).with_seed(seed)
+    if request.agent == "policy+mcts" and not request.HasField("value_mix"):  # θ's value head weighs in
+        config = config.model_copy(update={"value_mix": config.policy_value_mix})
+    return config
 
 
 def sandbox_simulate(sandbox: Any, session_id: str) -> SimulateFn:
@@ -59,7 +63,7 @@ def search_policy(request: planner_pb2.SearchConfig, policy: PolicyFn | None) ->
     return policy if request.agent == "policy+mcts" else None
 
 
-def search_env(sandbox: Any, session_id: str, config: SearchConfig, score: ScoreFn, policy: PolicyFn | None,
+def search_env(sandbox: Any, session_id: str, config: SearchConfig, score: Scorer, policy: PolicyFn | None,
                visited: frozenset[str] = frozenset(), notes: str = "") -> SearchModel:
     """The sandbox session as the search's environment model, θ advising where given.
     `visited`: state keys the episode has already been in (search charges `revisit_penalty` there);
@@ -109,6 +113,9 @@ def search_target(result: SearchResult, env: SearchModel) -> events_pb2.SearchTa
         target.visit_probs.append(float(probs[i]) if i is not None else 0.0)
         target.q_values.append(float(q[i]) if i is not None else -env.config.noop_penalty)
         target.priors.append(float(priors[i]) if i is not None else 0.0)
+    if result.policy_target is not None:  # Gumbel's improved policy is θ's target; the dropped no-ops get none
+        target.policy_probs.extend(float(result.policy_target[candidates[a]]) if a in candidates else 0.0
+                                   for a in target.actions)
     return target
 
 
@@ -130,7 +137,7 @@ class EpisodePlayer:
     sandbox: Any
     reward: Any
     settings: SearchConfig
-    score: ScoreFn  # search's reward of a step, in-process: the reward service's function (core.reward.Scorer)
+    score: Scorer  # search's rewards, in-process: the reward service's function, for its steps and rollouts
     policy: PolicyFn | None = None
     memory: Any = None  # MemoryServiceStub; used when settings.memory_weight > 0
     llm: LlmProposer | None = None  # an OpenAI-compatible model ranking the root's candidates, when configured

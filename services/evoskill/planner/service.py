@@ -43,7 +43,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         # A session's calls dial the sandbox replica holding it; new sessions and other calls go in turn.
         self.sandbox = self._replicas("sandbox", sandbox_pb2_grpc.SandboxServiceStub, owns_sessions=True)
         self.reward = self._replicas("reward", reward_pb2_grpc.RewardServiceStub)
-        self.score = Scorer.for_settings(settings).total  # search scores its steps in-process
+        self.score = Scorer.for_settings(settings)  # search scores its steps and rollouts in-process
         self.memory = self._replicas("memory", memory_pb2_grpc.MemoryServiceStub)
         self.policies = PolicyStore(settings)
         self.llm = llm.from_settings(settings)  # None unless llm.base_url is set

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import PermissionDenied
 from evoskill.core.reward.history import EpisodeLog
-from evoskill.core.rollout import READ_ONLY_TEMPLATES, rollout
+from evoskill.core.rollout import READ_ONLY_TEMPLATES, Rollout, rollout
 from evoskill.core.state_key import state_key
 from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
@@ -164,9 +164,10 @@ class EnvHost:
         if depth > 0 and not result.observation.done:
             if self._at != path:
                 cost += self._goto(path)
-            rollout_return, n = self._rollout(depth, seed, gamma)
-            result.rollout_return, result.rollout_steps = rollout_return, n
-            cost += n
+            played = self._rollout(depth, seed, gamma)
+            result.rollout_return, result.rollout_steps = played.total, len(played.taken)
+            result.rollout_outcome, result.rollout_final_score = played.outcome, played.final_score
+            cost += len(played.taken)
         return result, cost
 
     def _step_path(self, path: tuple[str, ...], seed: int) -> tuple[sandbox_pb2.ProbeResult, int]:
@@ -201,12 +202,12 @@ class EnvHost:
     def _faulty(self) -> bool:
         return self.faults.error_probability + self.faults.timeout_probability > 0
 
-    def _rollout(self, depth: int, seed: int, gamma: float) -> tuple[float, int]:
+    def _rollout(self, depth: int, seed: int, gamma: float) -> Rollout:
         """The search's rollout (core.rollout) from where the env stands; the env stays at its end."""
         assert self._at is not None
-        total, taken = rollout(self.env, depth, gamma, seed)
-        self._at = (*self._at, *taken)
-        return total, len(taken)
+        played = rollout(self.env, depth, gamma, seed)
+        self._at = (*self._at, *played.taken)
+        return played
 
     def close(self) -> None:
         self.env.close()

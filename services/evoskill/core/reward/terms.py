@@ -148,6 +148,17 @@ def safety(signals: StepSignals, weights: RewardSettings) -> float:
     return 0.0
 
 
+def outcome_reward(won: bool, lost: bool, final_score: float, weights: RewardSettings) -> float:
+    """What the last step of an episode earns for how it ended, beyond its score gain: the terms that need no
+    history (task completed, final answer, completion, safety). Search values the end of a rollout by it."""
+    signals = StepSignals(own_failure=False, external_failure=False, effect=True, loop=False, result_used=False,
+                          won_now=won, completed=won, lost_now=lost, terminal=True, final_score=final_score,
+                          score_gain=0.0)
+    terms = weighted_terms(signals, weights)
+    return (terms["task_completed"] + terms["final_answer_correct"] + weights.completion_weight * completion(signals)
+            + weights.safety_weight * safety(signals, weights))
+
+
 def total_of(breakdown: RewardBreakdown, weights: RewardSettings) -> float:
     """The documented formula, in a fixed order so every caller gets the same bits."""
     total = 0.0

@@ -130,7 +130,7 @@ def run_search(
     while simulations < budget:
         taken = collect_leaves(
             node_int, node_float, edge_int, edge_float, q_bounds, params, min(batch, budget - simulations),
-            path_nodes, path_edges, leaves,
+            path_nodes, path_edges, leaves, no_ints,
         )  # fmt: skip
         new = 0
         count = 0
@@ -232,6 +232,8 @@ def search_compiled(
     if width < root_actions:
         raise ValueError(f"max_actions {width} < the root's {root_actions} actions")
     budget, batch = config.num_simulations, config.batch_size
+    if config.algorithm != "puct":
+        raise ValueError(f"search_compiled runs PUCT only, not {config.algorithm!r}")
     tree = Tree(node_capacity=budget + 1, edge_capacity=(budget + 1) * max(width, 1))
     states = np.zeros((budget + 1, len(root)), root.dtype)
     states[0] = root

@@ -3,9 +3,9 @@ its steps scored in-process, given to `search` as plain callables.
 
 A search state is the path of actions from the session's current state. `simulate(probes, gamma) ->
 (results, env_steps)` is what the sandbox's `Simulate` answers (`EnvHost.simulate` in-process): each probe
-steps a path from the session's state and may roll out after it. `score(transition)` is the reward of one
-step, the function the reward service runs (`core.reward.Scorer`), called here without a round trip and only
-for the edges search takes. The model owns:
+steps a path from the session's state and may roll out after it. `score` is the reward service's own
+function (`core.reward.Scorer`), called here without a round trip: `score.total(transition)` for the edges
+search takes, `score.rollout(...)` for the rollouts. The model owns:
 
 - pruning: when a node is created, its children are stepped in one `simulate` if there are at most
   `prefetch_children` of them, and the actions whose child is the same state (`core.state_key`) are
@@ -18,6 +18,9 @@ for the edges search takes. The model owns:
   down is a new node, so the tree never has a cycle.
 - leaf values: (1 - value_mix) * the advised value + value_mix * the return of the one rollout
   (`core.rollout`), which the sandbox runs next to the environment (one `simulate` per batch of leaves).
+- one reward scale, the reward service's: edges are its totals (and the shaping above, in its units), a
+  rollout is valued by `Scorer.rollout` (its score gain weighted as the score_gain term, a win or a loss as
+  the last step of an episode), and θ's value head regresses returns of the same totals (`core.learn.data`).
 - priors: uniform, then each of `advice` in order (`core.search.advice`: θ, memories, an LLM).
 """
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.reward import Scorer
 from evoskill.core.search.advice import Advice
 from evoskill.core.search.mcts import SearchResult, search
 from evoskill.core.search.types import Evaluation, Root, Transition
@@ -38,14 +42,13 @@ from evoskill.sandbox.v1 import sandbox_pb2
 
 Path = tuple[str, ...]
 SimulateFn = Callable[[list[sandbox_pb2.Probe], float], tuple[Sequence[sandbox_pb2.ProbeResult], int]]
-ScoreFn = Callable[[common_pb2.Transition], float]
 ROLLOUT_SEED_STRIDE = 1_000_003  # rollout seeds of different searches never meet
 
 
 @dataclass
 class SearchModel:
     simulate: SimulateFn
-    score: ScoreFn
+    score: Scorer
     config: SearchConfig = field(default_factory=SearchConfig)
     visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
     notes: str = ""  # what the episode has read so far (θ's state text carries it)
@@ -104,7 +107,7 @@ class SearchModel:
         """The reward of the step into `path`, scored the first time search takes it."""
         reward = self.rewards.get(path)
         if reward is None:
-            reward = self.rewards[path] = self.score(self.nodes[path].transition)
+            reward = self.rewards[path] = self.score.total(self.nodes[path].transition)
         return reward
 
     # -- `search`'s callables -------------------------------------------------------------------------
@@ -193,4 +196,5 @@ class SearchModel:
             self._rollouts += 1
             probes.append(sandbox_pb2.Probe(actions=state, rollout_depth=self.config.rollout_depth,
                                             rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts))
-        return np.array([r.rollout_return for r in self._simulate(probes)])
+        return np.array([self.score.rollout(r.rollout_return - r.rollout_outcome, r.rollout_outcome,
+                                            r.rollout_final_score) for r in self._simulate(probes)])
