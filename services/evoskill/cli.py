@@ -355,8 +355,9 @@ def eval_cmd(
 
 
 AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
-# Answers that mean the request was wrong, not that the agent lost: eval stops instead of counting them.
-BAD_REQUEST_CODES = ("INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION")
+# An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
+# mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)
+BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
 def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> None:

@@ -174,6 +174,9 @@ def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Chann
             ("grpc.service_config", service_config(settings)),
             ("grpc.enable_retries", 1),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            # A new channel gets new connections: one shared with older channels may still be backing off
+            # from a restarted server, and round_robin would fail the first call at once.
+            ("grpc.use_local_subchannel_pool", 1),
         ],
         interceptors=aio_client_interceptors(),
     )
@@ -191,6 +194,7 @@ def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Chan
             ("grpc.service_config", service_config(settings)),
             ("grpc.enable_retries", 1),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.use_local_subchannel_pool", 1),  # as in `channel`
         ],
     )
     channel: grpc.Channel = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels
