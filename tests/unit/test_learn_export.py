@@ -1,4 +1,4 @@
-"""ONNX export: dynamic axes, torch/onnxruntime agreement, and the planner-side scorer."""
+"""ONNX export of both encoders: dynamic axes, torch/onnxruntime agreement, and the planner-side scorer."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from evoskill.core.learn import (
     HashingFeaturizer,
     Learner,
     OnnxPolicy,
+    TokenFeaturizer,
     TorchPolicy,
     TrainConfig,
     episode_examples,
@@ -35,10 +36,16 @@ CANDIDATES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Learner, Path]:
+def encoder_featurizer(encoder: str) -> HashingFeaturizer | TokenFeaturizer:
+    """The fast featuriser of each encoder: hashed n-gram vectors (mlp) or hashed word tokens (reader)."""
+    return TokenFeaturizer("hash", dim=16, buckets=256) if encoder == "reader" else HashingFeaturizer(32)
+
+
+@pytest.fixture(scope="module", params=["mlp", "reader"])
+def trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Learner, Path]:
     learner = Learner(
-        HashingFeaturizer(32), LearnerSettings(lr=3e-3), TrainConfig(hidden=32, skill_dim=8, max_skills=64)
+        encoder_featurizer(request.param), LearnerSettings(lr=3e-3),
+        TrainConfig(hidden=32, skill_dim=8, max_skills=64, width=16),
     )
     rng = np.random.default_rng(0)
     batch = learner.collate([ex for i in range(6) for ex in episode_examples(take_task_episode(f"e{i}", rng))])
@@ -50,15 +57,18 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Learner, Path]:
 
 def test_onnx_matches_torch_on_a_batch_with_other_shapes(trained: tuple[Learner, Path]) -> None:
     learner, path = trained
-    inputs = make_inputs(learner.featurizer, learner.vocab.get, STATES, CANDIDATES)  # B=3, A=4: not the export's 2x3
     policy = OnnxPolicy(path)
-    logits, values = policy.run(inputs)
-    with torch.no_grad():
-        ref_logits, ref_values = learner.net(*(torch.from_numpy(x) for x in inputs))
-    mask = inputs.mask
-    np.testing.assert_allclose(logits[mask], ref_logits.numpy()[mask], atol=1e-5)
-    np.testing.assert_allclose(values, ref_values.numpy(), atol=1e-5)
-    assert logits.shape == (3, 4) and values.shape == (3,)
+    # B=3, A=4 (and other token counts): not the export's example shapes; then a wider, longer batch.
+    longer = [(g + " Notes: a recipe with many more words in it", o * 3) for g, o in STATES]
+    for states, candidates in ((STATES, CANDIDATES), (longer + STATES, CANDIDATES + [c[::-1] for c in CANDIDATES])):
+        inputs = make_inputs(learner.featurizer, learner.vocab.get, states, candidates)
+        logits, values = policy.run(inputs)
+        with torch.no_grad():
+            ref_logits, ref_values = learner.net(*(torch.from_numpy(x) for x in inputs))
+        mask = inputs.mask
+        np.testing.assert_allclose(logits[mask], ref_logits.numpy()[mask], atol=1e-5)
+        np.testing.assert_allclose(values, ref_values.numpy(), atol=1e-5)
+        assert logits.shape == (len(states), 4) and values.shape == (len(states),)
 
 
 def test_scorer_priors_and_values(trained: tuple[Learner, Path]) -> None:
@@ -82,9 +92,9 @@ def test_file_is_versioned_and_self_describing(trained: tuple[Learner, Path]) ->
     assert path.name == policy_file_name(learner.version) == "policy-v000001.onnx"
     policy = OnnxPolicy(path)
     assert policy.version == 1
-    assert policy.featurizer_spec == {"kind": "hash", "dim": 32}
+    assert policy.featurizer_spec == learner.featurizer.spec == policy.featurizer.spec
     assert policy.vocab.templates == learner.vocab.templates and "take X" in policy.vocab
-    assert policy.net_config["hidden"] == 32
+    assert policy.net_config["hidden"] == 32 and policy.net_config["encoder"] == learner.net_config.encoder
     assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
     with pytest.raises(ValueError, match="trained on"):
         OnnxPolicy(path, HashingFeaturizer(16))

@@ -41,8 +41,11 @@ def test_importance_weights_select_examples() -> None:
     assert math.isclose(float(only_first), math.log(2), rel_tol=1e-6)
 
 
-def test_value_loss_is_mse() -> None:
-    assert float(value_loss(torch.tensor([0.5, -1.0]), torch.tensor([1.5, -1.0]))) == 0.5
+def test_value_loss_is_squared_near_the_target_and_linear_far_from_it() -> None:
+    assert float(value_loss(torch.tensor([0.5, -1.0]), torch.tensor([1.0, -1.0]))) == 0.0625  # (0.5² / 2) / 2
+    value = torch.tensor([0.0], requires_grad=True)
+    value_loss(value, torch.tensor([8.0])).backward()
+    assert value.grad is not None and float(value.grad) == -1.0  # bounded: 8 away pulls no harder than 1
 
 
 def test_advantage_is_q_minus_detached_v() -> None:

@@ -104,8 +104,7 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     restored.load(path)
     assert restored.steps == 3 and restored.vocab.templates == learner.vocab.templates
     with torch.no_grad():
-        a = learner.net(batch.state_feat, batch.action_feat, batch.template_ids, batch.mask)
-        b = restored.net(batch.state_feat, batch.action_feat, batch.template_ids, batch.mask)
+        a, b = learner.net(*batch.inputs), restored.net(*batch.inputs)
     torch.testing.assert_close(a, b)
     assert learner.update(batch) == restored.update(batch)  # the optimiser state came back too
 

@@ -15,6 +15,7 @@ from evoskill.common.v1.common_pb2 import Observation
 
 NOTE_VERBS = ("read",)  # actions whose feedback is worth keeping: the document that was read
 SEEN_MARK = " (been there)"
+NOTES_HEADER = "\nNotes: "  # between the goal and the notes in the goal text
 
 
 def state_text(observation: Observation, notes: str = "") -> tuple[str, str]:
@@ -22,7 +23,7 @@ def state_text(observation: Observation, notes: str = "") -> tuple[str, str]:
     the adapter gives them (the feedback alone rarely says where the agent is)."""
     parts = [observation.text]
     parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
-    goal = f"{observation.goal}\nNotes: {notes}" if notes else observation.goal
+    goal = f"{observation.goal}{NOTES_HEADER}{notes}" if notes else observation.goal
     return goal, "\n".join(p for p in parts if p)
 
 

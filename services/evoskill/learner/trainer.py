@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from evoskill.core.errors import FailedPrecondition, InvalidInput
-from evoskill.core.learn import Learner, MixedReplay, TrainConfig, featurizer_from_spec
+from evoskill.core.learn import Learner, MixedReplay, TextEncoder, TokenFeaturizer, TrainConfig, featurizer_from_spec
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir
 from evoskill.platform.config import Settings
@@ -61,14 +61,19 @@ class PolicyTrainer:
         root = settings.state_dir / "learner"
         self.checkpoint = root / "checkpoint.pt"
         self.registry = PolicyRegistry(root / "policies")
-        spec = {"kind": "hash", "dim": ls.feature_dim} if ls.featurizer == "hash" else {"kind": "minilm"}
-        featurizer = featurizer_from_spec(spec, cache_dir=feature_cache_dir(settings.state_dir))
+        featurizer: TextEncoder
+        if ls.encoder == "reader":
+            featurizer = TokenFeaturizer(ls.reader_tokens)
+        else:
+            spec = {"kind": "hash", "dim": ls.feature_dim} if ls.featurizer == "hash" else {"kind": "minilm"}
+            featurizer = featurizer_from_spec(spec, cache_dir=feature_cache_dir(settings.state_dir))
         self.replay = MixedReplay(root / "replay.sqlite", capacity=ls.replay_capacity,
                                   offline_capacity=ls.library_capacity, online_fraction=ls.online_fraction,
                                   gamma=settings.search.gamma)
         self.replay.load()
-        self.learner = Learner(featurizer, ls, TrainConfig(gamma=settings.search.gamma, hidden=ls.hidden),
-                               self.replay)
+        config = TrainConfig(gamma=settings.search.gamma, hidden=ls.hidden, width=ls.reader_width,
+                             layers=ls.reader_layers)
+        self.learner = Learner(featurizer, ls, config, self.replay)
         if self.checkpoint.exists():
             self.learner.load(self.checkpoint)
         latest = self.registry.latest()

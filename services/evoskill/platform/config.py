@@ -158,11 +158,22 @@ class LearnerSettings(_Group):
     )
     epochs: int = Field(10, description="Outer-loop epochs (10-100)")
     tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
+    encoder: Literal["mlp", "reader"] = Field(
+        "mlp", description="θ's encoder: 'mlp' over one text vector per state and candidate (fast), or 'reader', "
+        "where each candidate's tokens attend to the goal's, notes', room's and inventory's (core/learn/reader.py)"
+    )
     featurizer: Literal["hash", "minilm"] = Field(
-        "hash", description="Text features of θ: hashed n-grams (no model) or all-MiniLM-L6-v2 on onnxruntime"
+        "hash", description="Text features of the mlp encoder: hashed n-grams (no model) or all-MiniLM-L6-v2 on "
+        "onnxruntime"
     )
     feature_dim: int = Field(256, description="Dimension of the hashed text features (featurizer=hash)")
     hidden: int = Field(128, description="Hidden width of the policy and value networks")
+    reader_tokens: Literal["minilm", "hash"] = Field(
+        "minilm", description="Tokens of the reader: all-MiniLM-L6-v2's word pieces (table initialised from its "
+        "embeddings) or hashed words (random table, no model files)"
+    )
+    reader_width: int = Field(64, description="Token representation width of the reader")
+    reader_layers: int = Field(2, description="Cross-attention layers of the reader")
     max_policy_age: int = Field(
         10, description="Online episodes this many policy versions old leave replay (wins go offline); 0 = never"
     )

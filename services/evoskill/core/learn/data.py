@@ -5,8 +5,9 @@ candidate actions and their skills (templates), the search's visit distribution 
 the discounted return. Steps without search statistics (demonstrations, gold paths in the offline
 library) become imitation examples: a one-hot visit distribution on the action taken, no Q values.
 
-`make_inputs` turns states and candidates into padded arrays; the learner's batches and the
-planner's `PolicyScorer` both go through it, so training and serving see identical features.
+`make_inputs` turns states and candidates into padded arrays (text vectors for the MLP encoder, token
+ids for the reader, see `tokens`); the learner's batches and the planner's `PolicyScorer` both go
+through it, so training and serving see identical features.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
+from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
 from evoskill.core.state_text import candidate_text, notes_after, state_text
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
@@ -133,13 +135,19 @@ class PolicyInputs(NamedTuple):
     mask: np.ndarray  # [B, A] bool: a real candidate
 
 
+TextEncoder = Featurizer | TokenFeaturizer  # text -> vectors (mlp encoder) or -> tokens (reader)
+Inputs = PolicyInputs | TokenInputs
+
+
 def make_inputs(
-    featurizer: Featurizer,
+    featurizer: TextEncoder,
     template_id: Callable[[str], int],
     states: Sequence[tuple[str, str]],
     candidates: Sequence[Sequence[tuple[str, str]]],
-) -> PolicyInputs:
+) -> Inputs:
     """Featurise `states` [(goal, observation)] and their `candidates` [[(action text, template)]]."""
+    if isinstance(featurizer, TokenFeaturizer):
+        return featurizer.make_inputs(template_id, states, candidates)
     b = len(states)
     width = max([1, *(len(c) for c in candidates)])  # at least one column so shapes stay valid
     dim = featurizer.dim

@@ -1,8 +1,9 @@
 """θ for serving: the policy/value network as a versioned ONNX file, and the scorers the planner calls.
 
-`export_policy` writes `policy-v000007.onnx` with dynamic batch and candidate axes. The file is
-self-contained: its metadata holds the skill vocabulary, the featuriser spec and the network
-config, so a planner needs nothing else to encode text and templates exactly as the learner did.
+`export_policy` writes `policy-v000007.onnx` with dynamic batch and candidate axes (and token axes for
+the reader). The file is self-contained: its metadata holds the skill vocabulary, the featuriser spec
+and the network config (its `encoder` included), so a planner needs nothing else to encode text and
+templates exactly as the learner did.
 
 `PolicyScorer.score(states, candidates) -> (priors, values)` is what search consumes:
 states are (goal, observation text) pairs (see `data.state_text`), candidates are (action text,
@@ -26,11 +27,12 @@ import numpy as np
 import onnx
 import torch
 
-from evoskill.core.learn.data import PolicyInputs, make_inputs, softmax_rows
-from evoskill.core.learn.features import Featurizer, featurizer_from_spec
+from evoskill.core.learn.data import Inputs, TextEncoder, make_inputs, softmax_rows
+from evoskill.core.learn.features import featurizer_from_spec
 from evoskill.core.learn.networks import PolicyValueNet, SkillVocab
+from evoskill.core.learn.reader import ReaderNet
+from evoskill.core.learn.tokens import TokenFeaturizer
 
-INPUTS = ("state_feat", "action_feat", "template_ids", "mask")
 OUTPUTS = ("logits", "value")
 _FILE = re.compile(r"^policy-v(\d+)\.onnx$")
 
@@ -48,8 +50,15 @@ def latest_policy(directory: str | Path) -> Path | None:
     return max(found)[1] if found else None
 
 
+def text_encoder_from_spec(spec: dict[str, Any], *, cache_dir: str | Path | None = None) -> TextEncoder:
+    """What turns text into a policy's inputs: the token featuriser (reader) or a vector featuriser (mlp)."""
+    if spec.get("kind") == "tokens":
+        return TokenFeaturizer.from_spec(spec)
+    return featurizer_from_spec(spec, cache_dir=cache_dir)
+
+
 def export_policy(
-    net: PolicyValueNet,
+    net: PolicyValueNet | ReaderNet,
     vocab: SkillVocab,
     featurizer_spec: dict[str, Any],
     directory: str | Path,
@@ -61,21 +70,8 @@ def export_policy(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     cfg = net.config
-    b, a = 2, 3  # example shapes; both axes are exported as dynamic
-    example = (
-        torch.zeros(b, cfg.state_dim),
-        torch.zeros(b, a, cfg.feature_dim),
-        torch.zeros(b, a, dtype=torch.long),
-        torch.ones(b, a, dtype=torch.bool),
-    )
-    dynamic = {
-        "state_feat": {0: "batch"},
-        "action_feat": {0: "batch", 1: "candidates"},
-        "template_ids": {0: "batch", 1: "candidates"},
-        "mask": {0: "batch", 1: "candidates"},
-        "logits": {0: "batch", 1: "candidates"},
-        "value": {0: "batch"},
-    }
+    example = net.example_inputs()  # example shapes; every axis that varies per call is exported as dynamic
+    dynamic = {**net.DYNAMIC_AXES, "logits": {0: "batch", 1: "candidates"}, "value": {0: "batch"}}
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".onnx.tmp")
     os.close(fd)
     was_training = net.training
@@ -89,7 +85,7 @@ def export_policy(
                 example,
                 tmp,
                 dynamo=False,
-                input_names=list(INPUTS),
+                input_names=list(net.INPUTS),
                 output_names=list(OUTPUTS),
                 dynamic_axes=dynamic,
                 opset_version=opset,
@@ -120,10 +116,10 @@ class PolicyScorer(Protocol):
 class _Scorer:
     """Features in, priors and values out; subclasses say how the network runs."""
 
-    featurizer: Featurizer
+    featurizer: TextEncoder
     vocab: SkillVocab
 
-    def run(self, inputs: PolicyInputs) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def score(self, states: States, candidates: Candidates) -> tuple[list[np.ndarray], np.ndarray]:
@@ -144,7 +140,7 @@ class OnnxPolicy(_Scorer):
     def __init__(
         self,
         path: str | Path,
-        featurizer: Featurizer | None = None,
+        featurizer: TextEncoder | None = None,
         *,
         cache_dir: str | Path | None = None,
         threads: int = 1,
@@ -162,26 +158,26 @@ class OnnxPolicy(_Scorer):
         self.vocab = SkillVocab.from_dict(json.loads(meta["evoskill.vocab"]))
         self.net_config: dict[str, Any] = json.loads(meta["evoskill.net_config"])
         if featurizer is None:
-            featurizer = featurizer_from_spec(self.featurizer_spec, cache_dir=cache_dir)
+            featurizer = text_encoder_from_spec(self.featurizer_spec, cache_dir=cache_dir)
         elif featurizer.spec != self.featurizer_spec:
             raise ValueError(f"{self.path} was trained on {self.featurizer_spec} features, not {featurizer.spec}")
         self.featurizer = featurizer
 
-    def run(self, inputs: PolicyInputs) -> tuple[np.ndarray, np.ndarray]:
-        logits, values = self.session.run(list(OUTPUTS), dict(zip(INPUTS, inputs, strict=True)))
+    def run(self, inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
+        logits, values = self.session.run(list(OUTPUTS), inputs._asdict())  # field names = the graph's inputs
         return logits, values
 
 
 class TorchPolicy(_Scorer):
     """The live torch network behind the same interface."""
 
-    def __init__(self, net: PolicyValueNet, vocab: SkillVocab, featurizer: Featurizer) -> None:
+    def __init__(self, net: PolicyValueNet | ReaderNet, vocab: SkillVocab, featurizer: TextEncoder) -> None:
         self.net = net
         self.vocab = vocab
         self.featurizer = featurizer
 
     @torch.no_grad()
-    def run(self, inputs: PolicyInputs) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
         was_training = self.net.training
         self.net.eval()
         logits, values = self.net(*(torch.from_numpy(x) for x in inputs))

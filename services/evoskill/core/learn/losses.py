@@ -26,8 +26,10 @@ def distillation_loss(
 
 
 def value_loss(value: torch.Tensor, returns: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Regression of V_θ(s) to the discounted return (MSE)."""
-    return _weighted_mean((value - returns) ** 2, weights)
+    """Regression of V_θ(s) to the discounted return: Huber (squared error within 1 of the target, linear
+    beyond). Returns of shaped rewards reach ±10 (a won game is worth about 8), and a squared error that
+    large would fill the clipped gradient norm on its own and starve the policy terms early in training."""
+    return _weighted_mean(F.smooth_l1_loss(value, returns, reduction="none", beta=1.0), weights)
 
 
 def advantages(q_values: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:

@@ -16,13 +16,16 @@ Shapes (B states, A candidate slots, D text-feature dim, K skill dim, H hidden):
 - Value: an MLP on the state encoding, unbounded (a linear output), because its target is the
   discounted sum of shaped rewards, which is not confined to [-1, 1]; the planner min-max
   normalises Q anyway.
+
+`reader.ReaderNet` is the other encoder (`NetConfig.encoder = "reader"`): the same skills, heads and
+outputs over token ids, where each candidate's tokens attend to the state's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -33,10 +36,16 @@ MASKED_LOGIT = -1e9  # finite: a row with no real candidate still softmaxes with
 
 @dataclass(frozen=True)
 class NetConfig:
-    feature_dim: int  # D, the featuriser's dim
+    feature_dim: int  # D, the featuriser's dim (mlp); the token table's width (reader)
     hidden: int = 128
     skill_dim: int = 32
     max_skills: int = 1024  # rows of the skill table, row 0 included
+    encoder: str = "mlp"  # "mlp": PolicyValueNet over text vectors; "reader": reader.ReaderNet over tokens
+    vocab_size: int = 0  # reader: rows of the token table
+    width: int = 64  # reader: token representation width
+    layers: int = 2  # reader: cross-attention layers (candidate tokens -> state tokens)
+    heads: int = 2  # reader: attention heads
+    train_tokens: bool = False  # reader: fine-tune the token table (frozen: unseen words stay comparable)
 
     @property
     def state_dim(self) -> int:
@@ -44,6 +53,11 @@ class NetConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NetConfig:
+        """A recorded config; fields added since it was written take their defaults."""
+        return cls(**data)
 
 
 class SkillVocab:
@@ -92,6 +106,15 @@ def _mlp(inp: int, hidden: int) -> nn.Sequential:
 
 
 class PolicyValueNet(nn.Module):
+    # The exported graph's inputs (data.PolicyInputs' fields), and the axes that vary per call.
+    INPUTS = ("state_feat", "action_feat", "template_ids", "mask")
+    DYNAMIC_AXES: ClassVar[dict[str, dict[int, str]]] = {
+        "state_feat": {0: "batch"},
+        "action_feat": {0: "batch", 1: "candidates"},
+        "template_ids": {0: "batch", 1: "candidates"},
+        "mask": {0: "batch", 1: "candidates"},
+    }
+
     def __init__(self, config: NetConfig) -> None:
         super().__init__()
         self.config = config
@@ -124,3 +147,9 @@ class PolicyValueNet(nn.Module):
         logits = logits.masked_fill(~mask, MASKED_LOGIT)
         value = self.value_head(s).squeeze(-1)
         return logits, value
+
+    def example_inputs(self, b: int = 2, a: int = 3) -> tuple[torch.Tensor, ...]:
+        """Inputs of the given shape, to trace the graph for export."""
+        cfg = self.config
+        return (torch.zeros(b, cfg.state_dim), torch.zeros(b, a, cfg.feature_dim),
+                torch.zeros(b, a, dtype=torch.long), torch.ones(b, a, dtype=torch.bool))

@@ -29,9 +29,8 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import torch
 
-from evoskill.core.learn.data import Example, make_inputs
+from evoskill.core.learn.data import Example, TextEncoder, make_inputs
 from evoskill.core.learn.export import export_policy
-from evoskill.core.learn.features import Featurizer
 from evoskill.core.learn.losses import (
     advantages,
     contrastive_skill_loss,
@@ -41,7 +40,9 @@ from evoskill.core.learn.losses import (
     value_loss,
 )
 from evoskill.core.learn.networks import UNK, NetConfig, PolicyValueNet, SkillVocab
+from evoskill.core.learn.reader import ReaderNet
 from evoskill.core.learn.replay import MixedReplay
+from evoskill.core.learn.tokens import TokenFeaturizer
 from evoskill.platform.config import LearnerSettings
 
 
@@ -51,6 +52,10 @@ class TrainConfig:
 
     gamma: float = 0.97  # discount of the returns; keep it equal to the search's gamma
     hidden: int = 128
+    width: int = 64  # reader: token representation width
+    layers: int = 2  # reader: cross-attention layers
+    heads: int = 2  # reader: attention heads
+    train_tokens: bool = False  # reader: fine-tune the token table
     skill_dim: int = 32
     max_skills: int = 1024
     max_candidates: int = 64  # per training state: searched and taken actions first, then a random rest
@@ -63,10 +68,7 @@ class TrainConfig:
 class Batch(NamedTuple):
     """A collated batch: network inputs and targets as tensors (B states, A candidate slots)."""
 
-    state_feat: torch.Tensor  # [B, 2D]
-    action_feat: torch.Tensor  # [B, A, D]
-    template_ids: torch.Tensor  # [B, A]
-    mask: torch.Tensor  # [B, A] bool
+    inputs: tuple[torch.Tensor, ...]  # the network's inputs (data.PolicyInputs or tokens.TokenInputs)
     visit_probs: torch.Tensor  # [B, A]
     q_values: torch.Tensor  # [B, A]
     q_mask: torch.Tensor  # [B, A] bool
@@ -77,13 +79,18 @@ class Batch(NamedTuple):
     positives: torch.Tensor  # [P]
     negatives: torch.Tensor  # [P, M]
 
+    @property
+    def mask(self) -> torch.Tensor:
+        return self.inputs[-1]  # [B, A] bool: a real candidate (the last input of either encoder)
+
 
 class Learner:
-    """θ (network + skill vocabulary), its optimiser, and the update step."""
+    """θ (network + skill vocabulary), its optimiser, and the update step. The featuriser names the
+    encoder: a `TokenFeaturizer` gets the reader, a vector featuriser the MLP."""
 
     def __init__(
         self,
-        featurizer: Featurizer,
+        featurizer: TextEncoder,
         settings: LearnerSettings | None = None,
         config: TrainConfig | None = None,
         replay: MixedReplay | None = None,
@@ -93,15 +100,22 @@ class Learner:
         self.config = config or TrainConfig()
         self.replay = replay
         self.rng = np.random.default_rng(self.config.seed)
+        c = self.config
+        reader: dict[str, Any] = {}
+        if isinstance(featurizer, TokenFeaturizer):
+            reader = {"encoder": "reader", "vocab_size": featurizer.vocab_size, "width": c.width, "layers": c.layers,
+                      "heads": c.heads, "train_tokens": c.train_tokens}
         self.net_config = NetConfig(
-            feature_dim=featurizer.dim,
-            hidden=self.config.hidden,
-            skill_dim=self.config.skill_dim,
-            max_skills=self.config.max_skills,
+            feature_dim=featurizer.dim, hidden=c.hidden, skill_dim=c.skill_dim, max_skills=c.max_skills, **reader
         )
+        self.net: PolicyValueNet | ReaderNet
         with torch.random.fork_rng():  # seeded init without touching the caller's global RNG
-            torch.manual_seed(self.config.seed)
-            self.net = PolicyValueNet(self.net_config)
+            torch.manual_seed(c.seed)
+            if isinstance(featurizer, TokenFeaturizer):
+                self.net = ReaderNet(self.net_config)
+                self.net.set_token_table(featurizer.initial_table(c.seed))
+            else:
+                self.net = PolicyValueNet(self.net_config)
         self.vocab = SkillVocab(self.config.max_skills)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.settings.lr)
         self.steps = 0
@@ -154,10 +168,7 @@ class Learner:
         negatives = self.rng.integers(1, len(self.vocab), size=(len(pairs), m)) if pairs else np.zeros((0, m))
 
         return Batch(
-            state_feat=torch.from_numpy(inputs.state_feat),
-            action_feat=torch.from_numpy(inputs.action_feat),
-            template_ids=torch.from_numpy(inputs.template_ids),
-            mask=torch.from_numpy(inputs.mask),
+            inputs=tuple(torch.from_numpy(x) for x in inputs),
             visit_probs=torch.from_numpy(visit_probs),
             q_values=torch.from_numpy(q_values),
             q_mask=torch.from_numpy(q_mask),
@@ -174,7 +185,7 @@ class Learner:
     def losses(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Every loss term and the weighted total, plus V_θ(s) (for priorities)."""
         s, w = self.settings, batch.weights
-        logits, value = self.net(batch.state_feat, batch.action_feat, batch.template_ids, batch.mask)
+        logits, value = self.net(*batch.inputs)
         searched = ~torch.isnan(batch.root_value)
         if self.config.baseline == "search":
             baseline = torch.where(searched, torch.nan_to_num(batch.root_value), value)
@@ -281,7 +292,7 @@ class Learner:
 
     def load(self, path: str | Path) -> None:
         state = torch.load(path, weights_only=True)
-        if state["featurizer"] != self.featurizer.spec or state["net_config"] != self.net_config.to_dict():
+        if state["featurizer"] != self.featurizer.spec or NetConfig.from_dict(state["net_config"]) != self.net_config:
             raise ValueError(
                 f"checkpoint {path} was trained with {state['featurizer']} / {state['net_config']}, "
                 f"not {self.featurizer.spec} / {self.net_config.to_dict()}"

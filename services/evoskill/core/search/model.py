@@ -161,19 +161,26 @@ class SearchModel:
         for parent in parents:
             actions = list(self.nodes[parent].observation.valid_actions)
             if parent in small:
-                key = self.nodes[parent].state_key
-                effective = [a for a in actions if self.nodes[(*parent, a)].state_key != key]
+                effective = [a for a in actions if self._changes((*parent, a))]
                 actions = effective or actions  # all no-ops: keep them, each a dead end (see _transition)
             self.useful[parent] = actions
 
+    def _changes(self, path: Path) -> bool:
+        """The last action of `path` changes the world's state or the notes: reading a document anew leaves
+        the room as it was but not the agent (θ alone could never read the recipe otherwise)."""
+        return (self.nodes[path].state_key != self.nodes[path[:-1]].state_key
+                or self.notes_at(path) != self.notes_at(path[:-1]))
+
     def _visited_before(self, path: Path) -> bool:
+        if self.notes_at(path) != self.notes_at(path[:-1]):
+            return False  # the same room, but the agent knows more than it did there
         key = self.nodes[path].state_key
         return key in self.visited or any(self.nodes[path[:k]].state_key == key for k in range(len(path)))
 
     def _transition(self, state: Path, path: Path) -> Transition:
         result = self.nodes[path]
         reward = self.reward(path)
-        if result.state_key == self.nodes[state].state_key:
+        if not self._changes(path):
             # Nothing changed: a self-loop that only burns a step, so search treats it as a dead end
             # that costs `noop_penalty` (terminal, so it never looks better than stopping early).
             return Transition(path, min(reward, -self.config.noop_penalty), True, None, 0, None)
