@@ -98,10 +98,10 @@ def _print_endpoints(settings: Settings) -> None:
     console.print(table)
 
 
-async def _start_stack(settings: Settings):  # type: ignore[no-untyped-def]
+async def _start_stack(settings: Settings, replicas: dict[str, int] | None = None):  # type: ignore[no-untyped-def]
     from evoskill.stack.supervisor import Stack, StackError
 
-    stack = Stack(settings)
+    stack = Stack(settings, replicas=replicas or {})
     try:
         with console.status("starting nats-server, Temporal and the services…"):
             await stack.start()
@@ -111,15 +111,26 @@ async def _start_stack(settings: Settings):  # type: ignore[no-untyped-def]
 
 
 @app.command()
-def up(detach: Annotated[bool, typer.Option(help="return once healthy; stop with `evoskill down`")] = False) -> None:
+def up(
+    detach: Annotated[bool, typer.Option(help="return once healthy; stop with `evoskill down`")] = False,
+    replicas: Annotated[str, typer.Option(
+        help="processes per service, e.g. sandbox=2,planner=2 (each on its own port; callers spread over them)",
+    )] = "",
+) -> None:
     """Start the embedded stack (nats-server, Temporal dev server, Qdrant local, every service)."""
+    from evoskill.stack.supervisor import parse_replicas
+
     settings = Settings()
+    try:
+        counts = parse_replicas(replicas, settings) if replicas else {}
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
     if detach:
-        _up_detached(settings)
+        _up_detached(settings, replicas)
         return
 
     async def main() -> None:
-        stack = await _start_stack(settings)
+        stack = await _start_stack(settings, counts)
         _print_endpoints(settings)
         console.print("[green]stack is up[/green]; Ctrl-C or `evoskill down` stops it")
         stop = asyncio.Event()
@@ -134,15 +145,16 @@ def up(detach: Annotated[bool, typer.Option(help="return once healthy; stop with
     asyncio.run(main())
 
 
-def _up_detached(settings: Settings) -> None:
+def _up_detached(settings: Settings, replicas: str) -> None:
     from evoskill.stack.supervisor import LOCK_FILE, read_state
 
     state_dir = settings.state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "supervisor.log"
+    argv = [sys.executable, "-m", "evoskill", "up", *(["--replicas", replicas] if replicas else [])]
     with log_path.open("ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "evoskill", "up"], stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -201,9 +213,9 @@ def down(timeout: float = 60.0) -> None:
 @app.command()
 def status() -> None:
     """Show each component's health."""
-    from evoskill.stack.supervisor import component_health
+    from evoskill.stack.supervisor import component_health, running_settings
 
-    settings = Settings()
+    settings = running_settings(Settings())
     rows = asyncio.run(component_health(settings))
     table = Table("component", "address", "health")
     for name, address, ok in rows:
@@ -248,10 +260,10 @@ def solve(
     from evoskill.clients.episodes import episode_request, play, services
 
     _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
-    settings = Settings()
+    configured = Settings()
 
     async def main() -> None:
-        async with services(settings, console.print):
+        async with services(configured, console.print) as settings:
             table = Table("step", "action", "visits", "reward", "score", title=f"{env} seed {seed} ({agent})")
             with Live(table, console=console, refresh_per_second=8):
                 def show(update) -> None:  # type: ignore[no-untyped-def]
@@ -296,11 +308,11 @@ def eval_cmd(
             json_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
-    settings = Settings()
+    configured = Settings()
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
 
     async def main() -> None:
-        async with services(settings, console.print):
+        async with services(configured, console.print) as settings:
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations},
                                  "max_steps": max_steps, "policy": policy})  # what the planner was asked to use
@@ -343,8 +355,9 @@ def eval_cmd(
 
 
 AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
-# Answers that mean the request was wrong, not that the agent lost: eval stops instead of counting them.
-BAD_REQUEST_CODES = ("INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION")
+# An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
+# mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)
+BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
 def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> None:
@@ -382,10 +395,13 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
 
 def _mount_optional() -> None:
     from evoskill.explore_cli import explore
+    from evoskill.library.cli import demos, library_app
     from evoskill.train_cli import train
 
     app.command("train")(train)
     app.command("explore")(explore)
+    app.command("demos")(demos)
+    app.add_typer(library_app, name="library")
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app
 

@@ -25,6 +25,8 @@ def train(
     tune: Annotated[str, typer.Option(help="'es': evolve c_puct, Dirichlet noise and rollout depth")] = "",
     es_population: Annotated[int, typer.Option(help="ES candidates per generation (even)")] = 4,
     demos: Annotated[int, typer.Option(help="train-fold gold paths played first, into the offline library")] = 0,
+    policy: Annotated[str, typer.Option(help="θ version epoch 1 starts from (e.g. from `evoskill library train`)")]
+    = "",
     no_train: Annotated[bool, typer.Option("--no-train", help="play and evaluate only, no learner call")] = False,
     report_dir: Annotated[Path | None, typer.Option(help="default: <state>/reports/<workflow id>")] = None,
     workflow_id: Annotated[str | None, typer.Option(help="default: train-<random>")] = None,
@@ -39,7 +41,7 @@ def train(
         envs=env, epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
         simulations=simulations, max_steps=max_steps, train_steps=train_steps, batch_size=batch_size,
         parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune, es_population=es_population,
-        train=not no_train, demos=demos)
+        train=not no_train, demos=demos, start_policy=policy)
     problems = validate(params)
     if problems:
         _fail("; ".join(problems), 2)

@@ -1,4 +1,5 @@
-"""Fixtures of the training workflow tests: one stack of real services per module (see training_stack)."""
+"""Fixtures of the integration tests: the episode services (sandbox, reward, planner), and for the training
+workflow tests one stack of real services per module (see training_stack)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,21 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from evoskill.platform.config import Settings
+from evoskill.platform.service import start_service
 from tests.conftest import make_settings
 from tests.integration.test_bus import isolated
 from tests.integration.training_stack import Stack
+
+
+@pytest.fixture
+async def services(settings: Settings) -> AsyncIterator[Settings]:
+    """Sandbox, reward and planner on the session's servers: what plays an episode."""
+    settings = isolated(settings)
+    running = [await start_service(name, settings) for name in ("sandbox", "reward", "planner")]
+    yield settings
+    for service in reversed(running):
+        await service.stop()
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,9 @@ from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
-from evoskill.platform.service import start_service
-from tests.integration.test_bus import isolated
 from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def services(settings: Settings):  # type: ignore[no-untyped-def]
-    settings = isolated(settings)
-    running = [await start_service(name, settings) for name in ("sandbox", "reward", "planner")]
-    yield settings
-    for service in reversed(running):
-        await service.stop()
 
 
 async def test_one_mcts_episode_across_services_and_bus(services: Settings, spans) -> None:  # type: ignore[no-untyped-def]

@@ -74,10 +74,12 @@ async def test_play_probe_and_publish(sandbox) -> None:  # type: ignore[no-untyp
         assert "episode is over" in (info.value.details() or "")
 
         for _ in range(50):
-            if len(seen) >= len(reply.gold_path):
+            if len({e.transition.step_index for e in seen}) >= len(reply.gold_path):
                 break
             await asyncio.sleep(0.1)
-        assert [e.transition.action.text for e in seen] == list(reply.gold_path)
+        # At least once, in any order (a handler slowed by a loaded machine is redelivered): one per step.
+        by_index = {e.transition.step_index: e.transition.action.text for e in seen}
+        assert [by_index[i] for i in sorted(by_index)] == list(reply.gold_path)
     finally:
         await watcher.stop()
 

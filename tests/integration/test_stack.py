@@ -100,18 +100,24 @@ async def test_two_components_on_one_port_are_refused(tmp_path: Path) -> None:
         await Stack(settings).start()
 
 
-def test_up_detached_status_and_down_through_the_cli(tmp_path: Path) -> None:
+def test_up_detached_with_replicas_status_and_down_through_the_cli(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     env = env_of(settings)
-    started = cli(env, "up", "--detach")
+    started = cli(env, "up", "--detach", "--replicas", "sandbox=2,planner=2")
     assert started.returncode == 0, started.stderr
     state = read_state(settings)
     assert state is not None
     sessions = {c["pid"] for c in state["components"]} | {state["supervisor_pid"]}
     try:
-        status = cli(env, "status")
+        # Each replica is its own process on its own port, the first on the configured one.
+        for name in ("sandbox", "planner"):
+            first = f"127.0.0.1:{settings.endpoint(name).port}"
+            listed = state["replicas"][name]
+            assert len(set(listed)) == 2 and listed[0] == first
+            assert [c["address"] for c in state["components"] if c["name"].startswith(f"{name}-")] == listed
+        status = cli(env, "status")  # reads the replicas from the running stack
         assert status.returncode == 0, status.stdout
-        assert status.stdout.count("SERVING") == 8
+        assert status.stdout.count("SERVING") == 10  # nats, temporal, six services, a second sandbox and planner
     finally:
         stopped = cli(env, "down")
     assert stopped.returncode == 0, stopped.stderr

@@ -331,6 +331,17 @@ def test_configmap_wires_servers_and_peers(profile: str, service: str) -> None:
     get(profile, "Service", f"{RELEASE}-otel-collector")
 
 
+@profiles
+@each_service
+def test_each_pod_advertises_its_own_ip_and_the_sandbox_service_is_headless(profile: str, service: str) -> None:
+    env = {e["name"]: e for e in container(get(profile, "Deployment", f"{RELEASE}-{service}"))["env"]}
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env[f"EVOSKILL_{service.upper()}_ENDPOINT__ADVERTISE_HOST"]["value"] == "$(POD_IP)"
+    spec = get(profile, "Service", f"{RELEASE}-{service}")["spec"]
+    # Session ids name the sandbox pod's IP: its Service's DNS name must list the pods, not one virtual IP.
+    assert (spec.get("clusterIP") == "None") == (service == "sandbox")
+
+
 def _settings_kwargs(data: dict[str, str]) -> dict[str, Any]:
     """EVOSKILL_A__B=value -> {"a": {"b": value}}, the way the env source nests them."""
     out: dict[str, Any] = {}

@@ -7,14 +7,14 @@ import math
 import torch
 
 from evoskill.common.v1.common_pb2 import Observation
-from evoskill.core.reward import (
+from evoskill.core.reward.curiosity import (
     DynamicsBatch,
     DynamicsCuriosity,
     NoveltyCounter,
     hashed_text_features,
     mix_bonuses,
-    state_key,
 )
+from evoskill.core.state_key import state_key
 
 
 def test_novelty_bonus_falls_as_one_over_sqrt_count() -> None:
@@ -34,12 +34,6 @@ def test_novelty_state_round_trips() -> None:
     restored = NoveltyCounter.from_dict(counter.to_dict())
     assert restored.counts == {"a": 2}
     assert restored.visit("a") == counter.visit("a")
-
-
-def test_state_key_ignores_case_and_spacing_but_not_content() -> None:
-    kitchen = state_key(Observation(look="Kitchen.  A fridge.", inventory="a knife"))
-    assert kitchen == state_key(Observation(look="kitchen. a fridge.", inventory="A knife", text="other"))
-    assert kitchen != state_key(Observation(look="Kitchen. A fridge.", inventory="nothing"))
 
 
 def test_hashed_features_are_stable_unit_vectors() -> None:

@@ -7,7 +7,6 @@ all: row s of the table is state s: [num_actions, value, logits[A], (next, rewar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -135,7 +134,8 @@ def test_same_tree_as_search_with_callbacks(seed: int, batch_size: int) -> None:
     assert_same_search(compiled, game.python(config))
     assert compiled.stats.simulations == 60
     # the bench's settings: raw Q, constant Q for unvisited edges, widening
-    raw = replace(config, normalize_q=False, unvisited_q=0.0, widening_k=1.0, dirichlet_weight=0.0)
+    raw = config.model_copy(update={"normalize_q": False, "unvisited_q": 0.0, "widening_k": 1.0,
+                                    "dirichlet_weight": 0.0})
     assert_same_search(game.compiled(raw), game.python(raw))
 
 

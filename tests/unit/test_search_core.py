@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -118,7 +117,7 @@ def test_transpositions_share_nodes(batch_size: int) -> None:
     # Q(root, a) = r(a) + V(M) with the same V(M): the edges differ by their rewards only
     assert shared.q_values[0] - shared.q_values[1] == pytest.approx(1.0)
 
-    as_tree = replace(config, transpositions=False)
+    as_tree = config.model_copy(update={"transpositions": False})
     separate = search(Root("root", 2, key="root"), diamond.step, as_tree, diamond.evaluate)
     assert separate.stats.transposition_hits == 0
     assert separate.stats.nodes > shared.stats.nodes

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evoskill.core.rollout import rollout
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search
 
 CODE = (2, 0, 1, 2)
@@ -26,6 +27,51 @@ def test_finds_the_combination_without_any_network() -> None:
     assert result.principal_variation() == list(CODE)
     assert result.action == CODE[0]
     assert result.q_values[CODE[0]] > 0.5 > np.nanmax(np.delete(result.q_values, CODE[0]))
+
+
+class Lock:
+    """The combination lock as the environment a rollout plays (what `core.rollout` reads of a TextEnv)."""
+
+    def __init__(self, state: tuple[int, ...]) -> None:
+        self.state, self.steps = state, 0
+
+    @property
+    def done(self) -> bool:
+        return len(self.state) == len(CODE)
+
+    @property
+    def won(self) -> bool:
+        return self.state == CODE
+
+    lost = False
+    score = 0.0  # only the win counts
+
+    def valid_actions(self) -> list[str]:
+        return ["0", "1", "2"]
+
+    def template(self, action: str) -> str:
+        return "turn X"
+
+    def step(self, action: str) -> tuple[None, float]:
+        self.state, self.steps = (*self.state, int(action)), self.steps + 1
+        return None, 0.0
+
+
+def test_finds_the_combination_with_rollouts() -> None:
+    """Leaves valued by the search's one rollout (`core.rollout`): the win it stumbles on counts +1."""
+    played: list[int] = []  # steps of each rollout
+
+    def evaluate(states: Sequence[tuple[int, ...]]) -> Evaluation:
+        values = []
+        for state in states:
+            lock = Lock(state)
+            values.append(rollout(lock, 4, 1.0, seed=len(played)).total)
+            played.append(lock.steps)
+        return Evaluation(None, values)
+
+    result = search(Root((), 3, key=()), lock_step, SearchConfig(num_simulations=150, gamma=1.0, seed=3), evaluate)
+    assert sum(played) + result.stats.env_steps > result.stats.simulations  # rollouts step the environment too
+    assert result.principal_variation() == list(CODE)
 
 
 ITEMS = ("apple", "bread", "cheese")

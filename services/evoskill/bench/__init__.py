@@ -68,3 +68,44 @@ def outer_loop(
 
     run_outer_loop_bench(EvalArgs(env, episodes, max_steps, parallel), [int(s) for s in seeds.split(",")],
                          simulations, baseline_multiple, train_args, work_dir.resolve(), json_path, baselines_from)
+
+
+@bench_app.command("quality")
+def quality(
+    suite: str | None = typer.Option(None, help="cooking-easy, cooking-hard, coin, simonsays, peckingorder, "
+                                                "tw-treasure-hunter, tw-simple, scienceworld-<task>"),
+    env: str | None = typer.Option(None, help="Run the suite's protocol on this environment instead."),
+    quick: bool = typer.Option(False, "--quick", help="The suite's few-minute smoke budget."),
+    seeds: int = typer.Option(3, help="Training seeds (0..N-1); each trains θ on a fresh stack."),
+    workers: int = typer.Option(2, help="Worker processes generating the library."),
+    set_: list[str] = typer.Option([], "--set", help="A setting for every process, e.g. learner.encoder=reader."),
+    budget: list[str] = typer.Option([], "--budget", help="Change the suite's budget, e.g. simulations=8 "
+                                                          "(recorded with the figures)."),
+    work_dir: Path = typer.Option(Path(".evoskill/bench/quality"), help="Library, stacks, reports and logs."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
+) -> None:
+    """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget."""
+    from evoskill.bench.quality import run_quality_bench, setting_overrides  # starts stacks; imported when run
+    from evoskill.bench.suites import resolve, with_budget
+
+    try:
+        chosen, overrides = with_budget(resolve(suite, env), quick, budget), setting_overrides(set_)
+        if seeds < 1 or workers < 1:
+            raise ValueError("--seeds and --workers must be >= 1")
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    run_quality_bench(chosen, quick, seeds, workers, overrides, work_dir.resolve() / chosen.name.replace(":", "-"),
+                      json_path)
+
+
+@bench_app.command("targets")
+def targets(
+    json_path: Path | None = typer.Option(None, "--json", help="Write the table here."),
+    budgets: str = typer.Option("4,8,16", help="Simulations per search, comma-separated."),
+    seeds: int = typer.Option(200, help="Search seeds per row."),
+) -> None:
+    """θ's search targets at small budgets on toy games: PUCT's visit counts vs Gumbel MuZero's improved policy."""
+    from evoskill.bench.search_targets import run_targets_bench
+
+    run_targets_bench(json_path, [int(b) for b in budgets.split(",")], seeds)

@@ -52,6 +52,13 @@ class AgentRow:
     simulations: int  # 0: no search
     success: list[float] = field(default_factory=list)  # one per training seed (one value for baselines)
     score: list[float] = field(default_factory=list)
+    env_steps: list[float] = field(default_factory=list)  # mean environment steps per episode, search included
+
+    def record(self, report: dict[str, Any]) -> None:
+        """One evaluation's figures (an `evoskill eval --json` report)."""
+        self.success.append(report["success_rate"])
+        self.score.append(report["mean_score"])
+        self.env_steps.append(report["mean_env_steps"])
 
     def mean_sd(self, values: list[float]) -> tuple[float, float]:
         return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
@@ -69,12 +76,13 @@ def _cli(*args: str, env: dict[str, str], log: Path) -> None:
 
 
 @contextlib.contextmanager
-def stack(folder: Path) -> Iterator[dict[str, str]]:
-    """A fresh embedded stack on `folder` and free ports; yields the environment that reaches it."""
+def stack(folder: Path, settings: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """A fresh embedded stack on `folder` and free ports, with `settings` (environment variables) on top of
+    ours; yields the environment that reaches it."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     nats, temporal, *services = free_ports(2 + len(SERVICES))
-    env = dict(os.environ, EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(nats),
+    env = dict(os.environ, **(settings or {}), EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(nats),
                EVOSKILL_TEMPORAL__PORT=str(temporal), EVOSKILL_TEMPORAL__UI_PORT="0")
     for name, port in zip(SERVICES, services, strict=True):
         env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(port)
@@ -130,9 +138,7 @@ def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, bas
             curves[seed] = [float(h["eval_mean_reward"]) for h in report["history"]]
             version = str(report["policy_version"])
             for row, agent in ((theta_search, "policy+mcts"), (theta_alone, "policy")):
-                got = evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version)
-                row.success.append(got["success_rate"])
-                row.score.append(got["mean_score"])
+                row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
             console.print(f"  θ {version}: with search {theta_search.success[-1]:.0%}, "
                           f"alone {theta_alone.success[-1]:.0%}")
 
@@ -156,12 +162,15 @@ def play_baselines(args: EvalArgs, simulations: int, baseline_multiple: int, fol
                  AgentRow("uniform-prior MCTS", simulations * baseline_multiple)]
     console.print(f"[bold]baselines[/] on a fresh stack under {folder}")
     with stack(folder) as env:
-        for row in baselines:
-            agent = "random" if row.simulations == 0 else "mcts"
-            got = evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json")
-            row.success.append(got["success_rate"])
-            row.score.append(got["mean_score"])
+        play_baseline_rows(args, baselines, env, folder)
     return baselines
+
+
+def play_baseline_rows(args: EvalArgs, rows: list[AgentRow], env: dict[str, str], folder: Path) -> None:
+    """Random (a row of 0 simulations) and uniform-prior MCTS rows on the stack `env` reaches."""
+    for row in rows:
+        agent = "random" if row.simulations == 0 else "mcts"
+        row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json"))
 
 
 def summary(args: EvalArgs, seeds: list[int], rows: list[AgentRow], curves: dict[int, list[float]],

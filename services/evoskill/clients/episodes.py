@@ -10,6 +10,7 @@ from typing import Any
 
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.config import Settings
+from evoskill.platform.replicas import pick
 from evoskill.platform.rpc import channel, check_health
 
 
@@ -66,7 +67,7 @@ def episode_request(env: str, seed: int, fold: str, agent: str, simulations: int
 
 async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
                on_update: Callable[[planner_pb2.EpisodeUpdate], None] | None = None) -> EpisodeOutcome:
-    async with channel(settings.endpoint("planner").target, settings.grpc) as ch:
+    async with channel(pick(settings.endpoint("planner")), settings.grpc) as ch:  # a planner replica per episode
         stub = planner_pb2_grpc.PlannerServiceStub(ch)
         actions: list[str] = []
         last = planner_pb2.EpisodeUpdate()
@@ -81,17 +82,18 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
 
 
 @asynccontextmanager
-async def services(settings: Settings, say: Callable[[str], None]) -> AsyncIterator[None]:
-    """Use the running stack, or bring the embedded one up for the duration of the command."""
-    if await check_health(settings.endpoint("planner").target):
-        yield
-        return
-    from evoskill.stack.supervisor import Stack
+async def services(settings: Settings, say: Callable[[str], None]) -> AsyncIterator[Settings]:
+    """Use the running stack, or bring the embedded one up for the duration of the command; yields the
+    settings to reach it with (the running stack's replicas included)."""
+    from evoskill.stack.supervisor import Stack, running_settings
 
+    if await check_health(settings.endpoint("planner").target):
+        yield running_settings(settings)
+        return
     say("no stack is running: starting the embedded stack for this command")
     stack = Stack(settings)
     await stack.start()
     try:
-        yield
+        yield stack.settings
     finally:
         stack.stop()

@@ -28,6 +28,7 @@ from evoskill.orchestrator.training.logic import (
     TrainingParams,
     TrainingProgress,
     TrainingResult,
+    TrainingState,
 )
 from evoskill.orchestrator.training.report import epoch_scalars, epoch_table, plot_curves, progress_table, write_scalars
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
@@ -48,7 +49,8 @@ def new_workflow_id() -> str:
 
 async def start_training(client: Client, settings: Settings, params: TrainingParams,
                          workflow_id: str) -> WorkflowHandle[TrainingWorkflow, TrainingResult]:
-    await client.start_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
+    start = TrainingInput(params, TrainingState(policy_version=params.start_policy))
+    await client.start_workflow(TrainingWorkflow.run, start, id=workflow_id,
                                 task_queue=settings.temporal.task_queue)
     # No run id: queries and the result follow the chain of continue-as-new runs.
     return client.get_workflow_handle_for(TrainingWorkflow.run, workflow_id)

@@ -1,4 +1,5 @@
-"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies, SetServing.
+"""LearnerService over gRPC: Train (in a worker thread, one at a time), GetPolicy, ListPolicies, SetServing,
+and the offline library's ImportEpisodes / ExportEpisodes.
 
 Train is idempotent by `request_id`: the id is recorded with the version it published, and a repeat (an
 activity retried after its worker died while the learner trained) gets that version back, untrained.
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
+from collections.abc import AsyncIterator
 
 import grpc
 
 from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.learn.replay import OFFLINE, ONLINE
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry
 from evoskill.learner.trainer import Ingested, PolicyTrainer, TrainResult
@@ -24,6 +28,7 @@ from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.rpc import rpc_method
 
 SERVICE_NAME = "evoskill.learner.v1.LearnerService"
+IMPORT_BATCH = 256  # imported episodes stored per sqlite transaction (and exported per read)
 
 
 def check_train(request: learner_pb2.TrainRequest) -> None:
@@ -148,6 +153,30 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                 changed_unix_ms=now.changed_unix_ms))
         return learner_pb2.SetServingReply(previous_version=before, serving_version=now.version,
                                            changed_unix_ms=now.changed_unix_ms)
+
+    @rpc_method
+    async def ImportEpisodes(self, request_iterator: AsyncIterator[learner_pb2.ImportEpisodesRequest],
+                             context: grpc.aio.ServicerContext) -> learner_pb2.ImportEpisodesReply:
+        received = stored = 0
+        batch: list[events_pb2.EpisodeCompleted] = []
+        async for request in request_iterator:
+            batch.append(request.episode)
+            if len(batch) == IMPORT_BATCH:
+                stored += await asyncio.to_thread(self.trainer.import_episodes, batch, received)
+                received, batch = received + len(batch), []
+        if batch:
+            stored += await asyncio.to_thread(self.trainer.import_episodes, batch, received)
+            received += len(batch)
+        library = self.trainer.replay.offline
+        return learner_pb2.ImportEpisodesReply(received=received, stored=stored, duplicates=received - stored,
+                                               library_episodes=len(library.episode_ids), library_steps=len(library))
+
+    async def ExportEpisodes(self, request: learner_pb2.ExportEpisodesRequest,
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[events_pb2.EpisodeCompleted]:
+        stored = self.trainer.replay.stored((OFFLINE, ONLINE) if request.include_online else (OFFLINE,))
+        while chunk := await asyncio.to_thread(lambda: list(itertools.islice(stored, IMPORT_BATCH))):
+            for episode in chunk:
+                yield episode
 
     async def close(self) -> None:
         async with self.training:  # let a running Train finish its checkpoint before replay closes

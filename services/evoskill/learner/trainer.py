@@ -68,7 +68,8 @@ class PolicyTrainer:
             spec = {"kind": "hash", "dim": ls.feature_dim} if ls.featurizer == "hash" else {"kind": "minilm"}
             featurizer = featurizer_from_spec(spec, cache_dir=feature_cache_dir(settings.state_dir))
         self.replay = MixedReplay(root / "replay.sqlite", capacity=ls.replay_capacity,
-                                  online_fraction=ls.online_fraction, gamma=settings.search.gamma)
+                                  offline_capacity=ls.library_capacity, online_fraction=ls.online_fraction,
+                                  gamma=settings.search.gamma)
         self.replay.load()
         config = TrainConfig(gamma=settings.search.gamma, hidden=ls.hidden, width=ls.reader_width,
                              layers=ls.reader_layers)
@@ -95,6 +96,21 @@ class PolicyTrainer:
             return "other_fold"
         # Demonstrations (the environment's gold path) anchor the offline library; the rest is online experience.
         return "stored" if self.replay.add(episode, offline=episode.agent == "demo") else "duplicate"
+
+    def import_episodes(self, episodes: list[events_pb2.EpisodeCompleted], first: int = 0) -> int:
+        """Store episodes in the offline library, whatever their agent (a library import); returns how many were
+        new. InvalidInput names the first one that cannot be training data (by its position from `first`),
+        before anything of the batch is stored."""
+        for i, episode in enumerate(episodes, first):
+            try:
+                check_episode(episode)
+            except InvalidInput as exc:
+                raise InvalidInput(f"episode {i}: {exc}") from None
+            if episode.fold not in self.train_folds:
+                folds = ", ".join(sorted(self.train_folds))
+                raise InvalidInput(f"episode {i} ({episode.episode_id}) is from the {episode.fold or '(empty)'!r} "
+                                   f"fold, not training data (learner.train_folds: {folds})")
+        return self.replay.add_many(episodes, offline=True)
 
     def fold_problem(self, episode_id: str) -> str | None:
         """Why a skipped episode is not in replay; None for one that was not skipped (or long ago)."""

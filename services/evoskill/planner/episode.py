@@ -22,15 +22,15 @@ import numpy as np
 
 from evoskill.core.episode_record import record_step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
-from evoskill.core.search import SearchConfig, SearchResult, search
+from evoskill.core.reward import Scorer
+from evoskill.core.search import SearchConfig, SearchResult
+from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, theta
+from evoskill.core.search.model import SearchModel, SimulateFn
 from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.llm import LlmProposer, tips_from_memories
-from evoskill.planner.memory_hints import memory_bonus
-from evoskill.planner.sandbox_search import PolicyFn, SandboxSearch
 from evoskill.planner.v1 import planner_pb2
-from evoskill.platform.config import SearchSettings
 from evoskill.platform.telemetry import tracer
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
@@ -40,46 +40,37 @@ log = logging.getLogger(__name__)
 AGENTS = ("mcts", "random", "policy", "policy+mcts", "demo")
 
 
-def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchSettings, seed: int) -> SearchConfig:
-    """The request's fields where set, the service's settings elsewhere."""
-
-    def pick(name: str, default: Any) -> Any:
-        return getattr(request, name) if request.HasField(name) else default
-
-    # `seed` is the caller's: PlayEpisode derives one per step from the request's (step_seed).
-
-    early = pick("early_stop_fraction", defaults.early_stop_fraction)
-    max_children = pick("max_children", defaults.max_children)
-    widening = pick("widening_k", defaults.widening_k)
-    return SearchConfig(
-        num_simulations=pick("num_simulations", defaults.num_simulations),
-        c_puct=pick("c_puct", defaults.c_puct),
-        dirichlet_alpha=pick("dirichlet_alpha", defaults.dirichlet_alpha),
-        dirichlet_weight=pick("dirichlet_weight", defaults.dirichlet_weight),
-        rollout_depth=pick("rollout_depth", defaults.rollout_depth),
-        gamma=pick("gamma", defaults.gamma),
-        early_stop_fraction=None if early >= 1.0 else early,
-        max_children=max_children or None,
-        widening_k=widening or None,
-        widening_alpha=defaults.widening_alpha,
-        hierarchical=pick("hierarchical", defaults.hierarchical),
-        batch_size=pick("batch_size", defaults.batch_size),
-        transpositions=pick("transpositions", defaults.transpositions),
-        seed=seed,
-    )
+def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchConfig, seed: int) -> SearchConfig:
+    """The request's fields where set, the service's settings elsewhere; `seed` is the caller's
+    (PlayEpisode derives one per step from the request's: step_seed)."""
+    config = SearchConfig.from_proto(request, defaults).with_seed(seed)
+    if request.agent == "policy+mcts" and not request.HasField("value_mix"):  # θ's value head weighs in
+        config = config.model_copy(update={"value_mix": config.policy_value_mix})
+    return config
 
 
-def search_env(sandbox: Any, reward: Any, session_id: str, request: planner_pb2.SearchConfig, config: SearchConfig,
-               settings: SearchSettings, policy: PolicyFn | None,
-               visited: frozenset[str] = frozenset(), notes: str = "") -> SandboxSearch:
-    """The sandbox session as the search's environment, with the request's leaf-value settings.
+def sandbox_simulate(sandbox: Any, session_id: str) -> SimulateFn:
+    """The session's `Simulate` as the search model's `simulate`."""
+
+    def simulate(probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
+        reply = sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes, gamma=gamma))
+        return list(reply.results), reply.env_steps
+
+    return simulate
+
+
+def search_policy(request: planner_pb2.SearchConfig, policy: PolicyFn | None) -> PolicyFn | None:
+    """θ advises the search of the policy+mcts agent only (plain mcts searches on uniform priors)."""
+    return policy if request.agent == "policy+mcts" else None
+
+
+def search_env(sandbox: Any, session_id: str, config: SearchConfig, score: Scorer, policy: PolicyFn | None,
+               visited: frozenset[str] = frozenset(), notes: str = "") -> SearchModel:
+    """The sandbox session as the search's environment model, θ advising where given.
     `visited`: state keys the episode has already been in (search charges `revisit_penalty` there);
     `notes`: what the episode has read so far (θ reads it with each state)."""
-    value_mix = request.value_mix if request.HasField("value_mix") else settings.value_mix
-    return SandboxSearch(sandbox, reward, session_id, gamma=config.gamma, rollout_depth=config.rollout_depth,
-                         value_mix=value_mix, prefetch_children=settings.prefetch_children,
-                         revisit_penalty=settings.revisit_penalty, visited=visited, notes=notes,
-                         policy=policy if request.agent == "policy+mcts" else None, seed=config.seed)
+    return SearchModel(sandbox_simulate(sandbox, session_id), score, config, visited, notes,
+                       [theta(policy)] if policy is not None else [])
 
 
 def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
@@ -106,7 +97,7 @@ def q_values(result: SearchResult) -> np.ndarray:
     return np.nan_to_num(np.asarray(result.q_values, dtype=np.float64), nan=float(result.root_value))
 
 
-def search_target(result: SearchResult, env: SandboxSearch) -> events_pb2.SearchTarget:
+def search_target(result: SearchResult, env: SearchModel) -> events_pb2.SearchTarget:
     """The root's statistics over EVERY valid action: the ones search dropped as no-ops get no visits and
     Q = -noop_penalty, so that θ learns they are useless rather than never seeing them."""
     root = env.nodes[()]
@@ -121,8 +112,11 @@ def search_target(result: SearchResult, env: SandboxSearch) -> events_pb2.Search
         target.actions.append(action)
         target.templates.append(template)
         target.visit_probs.append(float(probs[i]) if i is not None else 0.0)
-        target.q_values.append(float(q[i]) if i is not None else -env.noop_penalty)
+        target.q_values.append(float(q[i]) if i is not None else -env.config.noop_penalty)
         target.priors.append(float(priors[i]) if i is not None else 0.0)
+    if result.policy_target is not None:  # Gumbel's improved policy is θ's target; the dropped no-ops get none
+        target.policy_probs.extend(float(result.policy_target[candidates[a]]) if a in candidates else 0.0
+                                   for a in target.actions)
     return target
 
 
@@ -143,7 +137,8 @@ def search_reply(result: SearchResult, actions: list[str], chosen: str) -> plann
 class EpisodePlayer:
     sandbox: Any
     reward: Any
-    settings: SearchSettings
+    settings: SearchConfig
+    score: Scorer  # search's rewards, in-process: the reward service's function, for its steps and rollouts
     policy: PolicyFn | None = None
     memory: Any = None  # MemoryServiceStub; used when settings.memory_weight > 0
     llm: LlmProposer | None = None  # an OpenAI-compatible model ranking the root's candidates, when configured
@@ -223,13 +218,14 @@ class EpisodePlayer:
     def _finish(self, obs: Any, env_steps: int) -> None:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
 
-    def _candidates(self, session_id: str, target: events_pb2.SearchTarget) -> SandboxSearch:
-        """The current state with all its children stepped once (no search, no scoring beyond that): records
-        the templates and which candidates lead back to a state the episode has been in, as search does.
-        Every child, however many (search caps them at `prefetch_children` per node; here it is one call a
-        real step): a greedy θ offered a no-op such as `look around` would pick it forever."""
-        env = SandboxSearch(self.sandbox, None, session_id, prefetch_children=sys.maxsize,
-                            visited=frozenset(self.visited), notes=self.notes)
+    def _candidates(self, session_id: str, target: events_pb2.SearchTarget) -> SearchModel:
+        """The current state with all its children stepped once (no search, no scoring): records the
+        templates and which candidates lead back to a state the episode has been in, as search does. Every
+        child, however many (search caps them at `prefetch_children` a node; here it is one call a real
+        step): a greedy θ offered a no-op such as `look around` would pick it forever."""
+        every_child = self.settings.model_copy(update={"prefetch_children": sys.maxsize})
+        env = search_env(self.sandbox, session_id, every_child, self.score, None, frozenset(self.visited),
+                         self.notes)
         env.root()
         root = env.nodes[()]
         target.templates.extend(root.templates)
@@ -243,21 +239,19 @@ class EpisodePlayer:
         one as well as the world can. Like search, θ reads which candidates lead back to a visited state."""
         assert self.policy is not None
         env = self._candidates(session_id, target)
-        logits, _ = self.policy([(*state_text(obs, self.notes), *env.candidates(()))])
-        return list(env.actions(()))[int(np.argmax(logits[0]))]
+        env.advice.append(theta(self.policy))
+        (logits,) = env.advise([()]).logits or []
+        return list(env.actions(()))[int(np.argmax(logits))]
 
-    def _root_bonus(self, env_spec: str, env: SandboxSearch) -> np.ndarray | None:
+    def _advice(self, env_spec: str, env: SearchModel) -> list[Advice]:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
         ranking of the candidates, with those memories as tips (when llm.base_url is set)."""
-        actions = list(env.actions(()))
-        memories = self._recall(env_spec, env.nodes[()].observation)
-        bonus = np.zeros(len(actions))
-        if memories:
-            bonus += memory_bonus(actions, env.templates(()), memories, weight=self.settings.memory_weight)
+        retrieved = self._recall(env_spec, env.observation(()))
+        advice = [memories(retrieved, self.settings.memory_weight)] if retrieved else []
         if self.llm is not None:
-            goal, state = state_text(env.nodes[()].observation, self.notes)
-            bonus += self.llm.rank(goal, state, actions, tips_from_memories(memories, self.llm.max_tips))
-        return bonus if bonus.any() else None
+            llm, tips = self.llm, tips_from_memories(retrieved, self.llm.max_tips)
+            advice.append(ranking(lambda goal, state, actions: llm.rank(goal, state, actions, tips)))
+        return advice
 
     def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
         """Experiences of similar states, when memory guides the search; memory is advice, so a failed
@@ -276,13 +270,13 @@ class EpisodePlayer:
     def _search(self, request: planner_pb2.PlayEpisodeRequest, session_id: str, index: int,
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
         config = resolve_config(request.config, self.settings, step_seed(request, index))
-        env = search_env(self.sandbox, self.reward, session_id, request.config, config, self.settings, self.policy,
+        env = search_env(self.sandbox, session_id, config, self.score, search_policy(request.config, self.policy),
                          frozenset(self.visited), self.notes)
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
-            root = env.root()
-            env.root_bonus = self._root_bonus(request.env_spec, env)
-            result = search(root, env.step, config, env.evaluate, step_batch=env.step_batch)
+            env.root()
+            env.advice += self._advice(request.env_spec, env)
+            result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited.add(env.nodes[()].state_key)
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)

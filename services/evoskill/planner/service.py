@@ -14,16 +14,17 @@ from typing import Any
 import grpc
 
 from evoskill.core.errors import FailedPrecondition, InvalidInput
-from evoskill.core.search import search
+from evoskill.core.reward import Scorer
+from evoskill.core.search.advice import PolicyFn
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2_grpc
 from evoskill.planner import llm
-from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_reply
+from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_policy, search_reply
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
-from evoskill.planner.sandbox_search import PolicyFn
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
+from evoskill.platform.replicas import ReplicaStub
 from evoskill.platform.rpc import abort_for, rpc_method, sync_channel
 from evoskill.platform.service import ServiceParts
 from evoskill.reward.v1 import reward_pb2_grpc
@@ -39,18 +40,21 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     def __init__(self, settings: Settings, bus: Bus | None) -> None:
         self.settings = settings
         self.bus = bus
-        self.sandbox = sandbox_pb2_grpc.SandboxServiceStub(sync_channel(settings.endpoint("sandbox").target,
-                                                                        settings.grpc))
-        self.reward = reward_pb2_grpc.RewardServiceStub(sync_channel(settings.endpoint("reward").target,
-                                                                     settings.grpc))
-        self.memory = memory_pb2_grpc.MemoryServiceStub(sync_channel(settings.endpoint("memory").target,
-                                                                     settings.grpc))
+        # A session's calls dial the sandbox replica holding it; new sessions and other calls go in turn.
+        self.sandbox = self._replicas("sandbox", sandbox_pb2_grpc.SandboxServiceStub, owns_sessions=True)
+        self.reward = self._replicas("reward", reward_pb2_grpc.RewardServiceStub)
+        self.score = Scorer.for_settings(settings)  # search scores its steps and rollouts in-process
+        self.memory = self._replicas("memory", memory_pb2_grpc.MemoryServiceStub)
         self.policies = PolicyStore(settings)
         self.llm = llm.from_settings(settings)  # None unless llm.base_url is set
 
+    def _replicas(self, service: str, stub: Any, owns_sessions: bool = False) -> ReplicaStub:
+        return ReplicaStub(service, self.settings.endpoint(service), stub,
+                           lambda address: sync_channel(address, self.settings.grpc), owns_sessions)
+
     def player(self, policy: PolicyFn | None = None) -> EpisodePlayer:
-        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, policy, memory=self.memory,
-                             llm=self.llm)
+        return EpisodePlayer(self.sandbox, self.reward, self.settings.search, self.score, policy,
+                             memory=self.memory, llm=self.llm)
 
     async def serving_policy(self, config: planner_pb2.SearchConfig) -> OnnxPolicyFn | None:
         """θ at `config.policy_version` (empty = the newest published) for the policy agents, else None."""
@@ -108,12 +112,11 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         policy = await self.serving_policy(request.config)
 
         def run() -> planner_pb2.SearchReply:
-            env = search_env(self.sandbox, self.reward, request.session_id, request.config, config,
-                             self.settings.search, policy)
-            root = env.root()
-            if root.num_actions == 0:
+            env = search_env(self.sandbox, request.session_id, config, self.score,
+                             search_policy(request.config, policy))
+            if env.root().num_actions == 0:
                 raise FailedPrecondition(f"session {request.session_id} has no valid action (episode over?)")
-            result = search(root, env.step, config, env.evaluate, step_batch=env.step_batch)
+            result = env.run()
             actions = list(env.actions(()))
             return search_reply(result, actions, actions[result.action])
 

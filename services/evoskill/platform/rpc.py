@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # Methods that change nothing (or are idempotent by key) and may be retried after UNAVAILABLE.
 SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
     "evoskill.sandbox.v1.SandboxService": ("Simulate",),
-    "evoskill.reward.v1.RewardService": ("Score", "ScoreBatch"),
+    "evoskill.reward.v1.RewardService": ("Score",),
     "evoskill.memory.v1.MemoryService": ("Retrieve", "Store"),
     "evoskill.learner.v1.LearnerService": ("GetPolicy", "ListPolicies"),
     "grpc.health.v1.Health": ("Check",),
@@ -43,7 +43,7 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
 LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
     "evoskill.planner.v1.PlannerService": (("PlayEpisode", "Search"), 3600.0),
     "evoskill.sandbox.v1.SandboxService": (("CreateSession",), 300.0),
-    "evoskill.learner.v1.LearnerService": (("Train",), 3600.0),
+    "evoskill.learner.v1.LearnerService": (("Train", "ImportEpisodes", "ExportEpisodes"), 3600.0),
 }
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
@@ -121,10 +121,11 @@ async def start_server(
     """Serve each (add_XServicer_to_server, servicer, full service name) on `address` ("host:port";
     port 0 picks a free one). Health reports SERVING for "" and every service name."""
     settings = settings or GrpcSettings()
-    server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), RpcMetricsInterceptor()],
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
-    )
+    options: list[tuple[str, int]] = [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    if settings.max_connection_age_s > 0:
+        # GOAWAY after this age (calls in flight finish): clients reconnect, re-resolve and see new replicas.
+        options.append(("grpc.max_connection_age_ms", int(settings.max_connection_age_s * 1000)))
+    server = grpc.aio.server(interceptors=[aio_server_interceptor(), RpcMetricsInterceptor()], options=options)
     names: list[str] = []
     for add, servicer, name in registrations:
         add(servicer, server)
@@ -143,7 +144,8 @@ async def start_server(
 
 
 def service_config(settings: GrpcSettings) -> str:
-    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods."""
+    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods; calls spread
+    over every address the target resolves to (a headless Service's DNS name lists each replica)."""
     timeout = f"{settings.deadline_s:.3f}s"
     configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
     for service, (methods, seconds) in LONG_CALLS.items():
@@ -160,7 +162,7 @@ def service_config(settings: GrpcSettings) -> str:
                 "retryableStatusCodes": ["UNAVAILABLE"],
             },
         })
-    return json.dumps({"methodConfig": configs})
+    return json.dumps({"methodConfig": configs, "loadBalancingConfig": [{"round_robin": {}}]})
 
 
 def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Channel:
@@ -172,6 +174,9 @@ def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Chann
             ("grpc.service_config", service_config(settings)),
             ("grpc.enable_retries", 1),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            # A new channel gets new connections: one shared with older channels may still be backing off
+            # from a restarted server, and round_robin would fail the first call at once.
+            ("grpc.use_local_subchannel_pool", 1),
         ],
         interceptors=aio_client_interceptors(),
     )
@@ -189,6 +194,7 @@ def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Chan
             ("grpc.service_config", service_config(settings)),
             ("grpc.enable_retries", 1),
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.use_local_subchannel_pool", 1),  # as in `channel`
         ],
     )
     channel: grpc.Channel = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels

@@ -19,20 +19,12 @@ from dataclasses import dataclass, field
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import PermissionDenied
 from evoskill.core.reward.history import EpisodeLog
+from evoskill.core.rollout import READ_ONLY_TEMPLATES, Rollout, rollout
+from evoskill.core.state_key import state_key
 from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
 
 FailureKind = common_pb2.FailureKind
-READ_ONLY_TEMPLATES = frozenset({"look", "look around", "inventory", "examine X", "look at X", "read X", "task"})
-
-
-def transposition_key(obs: common_pb2.Observation) -> str:
-    """Equal keys = same environment state. The last feedback text is left out where the room
-    description exists, so that two paths reaching the same state share it (transpositions)."""
-    parts = [obs.look or obs.text, obs.inventory, f"{obs.score:.6f}", str(obs.done), *sorted(obs.valid_actions)]
-    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
-
-
 def _path_seed(seed: int, path: tuple[str, ...]) -> int:
     """Deterministic across processes (Python's str hash is salted per process)."""
     digest = hashlib.blake2b("\x1f".join((str(seed), *path)).encode(), digest_size=8).digest()
@@ -172,16 +164,17 @@ class EnvHost:
         if depth > 0 and not result.observation.done:
             if self._at != path:
                 cost += self._goto(path)
-            rollout_return, n = self._rollout(depth, seed, gamma)
-            result.rollout_return, result.rollout_steps = rollout_return, n
-            cost += n
+            played = self._rollout(depth, seed, gamma)
+            result.rollout_return, result.rollout_steps = played.total, len(played.taken)
+            result.rollout_outcome, result.rollout_final_score = played.outcome, played.final_score
+            cost += len(played.taken)
         return result, cost
 
     def _step_path(self, path: tuple[str, ...], seed: int) -> tuple[sandbox_pb2.ProbeResult, int]:
         if not path:
             cost = self._goto(())
             obs = self.env.observation()
-            result = sandbox_pb2.ProbeResult(observation=obs, state_key=transposition_key(obs))
+            result = sandbox_pb2.ProbeResult(observation=obs, state_key=state_key(obs))
         else:
             for action in path:
                 self.check_action(action)
@@ -196,7 +189,7 @@ class EnvHost:
             self._at = path if failure is None else path[:-1]
             cost += 1 if failure is None else 0
             obs = transition.after
-            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=transposition_key(obs))
+            result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=state_key(obs))
         result.templates.extend(self.templates(list(result.observation.valid_actions)))
         self._cache[path] = result
         if len(self._cache) > self.cache_size:
@@ -209,32 +202,15 @@ class EnvHost:
     def _faulty(self) -> bool:
         return self.faults.error_probability + self.faults.timeout_probability > 0
 
-    def _rollout(self, depth: int, seed: int, gamma: float) -> tuple[float, int]:
-        """Random rollout (reading actions left out) from where the env stands: discounted score gain,
-        +1 won, -1 lost."""
-        rng = random.Random(seed)
+    def _rollout(self, depth: int, seed: int, gamma: float) -> Rollout:
+        """The search's rollout (core.rollout) from where the env stands; the env stays at its end."""
         assert self._at is not None
-        path = list(self._at)
-        total, discount, n = 0.0, 1.0, 0
-        for _ in range(depth):
-            if self.env.done:
-                break
-            valid = self.env.valid_actions()
-            if not valid:
-                break
-            # Reading actions (look, inventory, examine) cannot move a rollout towards anything.
-            valid = [a for a in valid if self.env.template(a) not in READ_ONLY_TEMPLATES] or valid
-            action = valid[rng.randrange(len(valid))]
-            _, reward = self.env.step(action)
-            path.append(action)
-            n += 1
-            total += discount * (reward + (1.0 if self.env.won else 0.0) - (1.0 if self.env.lost else 0.0))
-            discount *= gamma
-        self._at = tuple(path)  # the env now stands at the rollout's end
-        return total, n
+        played = rollout(self.env, depth, gamma, seed)
+        self._at = (*self._at, *played.taken)
+        return played
 
     def close(self) -> None:
         self.env.close()
 
 
-__all__ = ["EnvHost", "Faults", "InvalidActionError", "transposition_key"]
+__all__ = ["EnvHost", "Faults", "InvalidActionError"]

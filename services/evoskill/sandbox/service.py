@@ -1,13 +1,14 @@
 """The sandbox process: environment sessions over gRPC, each in its own worker process.
 
 Session = one worker (one environment instance) + its step budget. Real steps publish `step.executed`;
-search-time probes (`Simulate`) never change the session and never publish.
+search-time probes (`Simulate`) never change the session and never publish. A session lives in this replica's
+memory, so its id names this replica (`<advertised address>/<id>`, see `platform.replicas`): callers dial the
+owner, and a call that reaches another replica is answered NOT_FOUND naming the owner.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 import uuid
@@ -21,6 +22,7 @@ from evoskill.envs import parse_spec
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import SandboxSettings, Settings
+from evoskill.platform.replicas import owned_id, owner_of
 from evoskill.platform.rpc import rpc_method
 from evoskill.platform.service import ServiceParts
 from evoskill.platform.telemetry import tracer
@@ -51,15 +53,20 @@ class Session:
             )
 
 
+def textworld_cache_dir(settings: Settings) -> str:
+    """Where tw-make's games are kept, shared by every environment of the stack (absolute)."""
+    return str((settings.sandbox.textworld_cache_dir or settings.state_dir / "cache" / "textworld").resolve())
+
+
 class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
     def __init__(self, settings: Settings, bus: Bus | None) -> None:
         self.settings: SandboxSettings = settings.sandbox
-        cache = self.settings.textworld_cache_dir or settings.state_dir / "cache" / "textworld"
-        self.cache_dir = str(cache.resolve())  # tw-make's games, shared by the workers
+        self.cache_dir = textworld_cache_dir(settings)  # tw-make's games, shared by the workers
         self.bus = bus
+        self.address = settings.endpoint("sandbox").advertised  # names the sessions this replica holds
         self.sessions: dict[str, Session] = {}
         self.idle: list[Worker] = []
-        self._ids = itertools.count()
+        self.opened = 0  # sessions this replica has made (their ids count them)
 
     # -- workers ----------------------------------------------------------------------------------
     def _worker(self) -> Worker:
@@ -78,6 +85,9 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
     def _session(self, session_id: str) -> Session:
         if not session_id:
             raise InvalidInput("session_id is empty")
+        if (owner := owner_of(session_id)) != self.address:
+            raise NotFound(f"session {session_id!r} is held by sandbox replica {owner}, not by this one "
+                           f"({self.address}): call its owner")
         session = self.sessions.get(session_id)
         if session is None:
             raise NotFound(f"no session {session_id!r} (closed, expired, or its worker crashed)")
@@ -108,9 +118,10 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             raise InvalidInput(f"fold {fold!r} is not one of {', '.join(FOLDS)}")
         await self._evict_if_full()
         worker = self._worker()
+        self.opened += 1
         session = Session(
-            id=f"s{next(self._ids)}-{uuid.uuid4().hex[:8]}", episode_id=episode_id or uuid.uuid4().hex,
-            worker=worker, quota=quota or self.settings.step_quota,
+            id=owned_id(self.address, f"s{self.opened}-{uuid.uuid4().hex[:8]}"),
+            episode_id=episode_id or uuid.uuid4().hex, worker=worker, quota=quota or self.settings.step_quota,
         )
         faults = (self.settings.fault_probability, self.settings.fault_timeout_probability)
         try:
@@ -190,6 +201,9 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
 
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
+    if not settings.endpoint("sandbox").port:
+        raise InvalidInput("sandbox_endpoint.port is 0: a sandbox names its sessions by its own address, so it "
+                           "needs a fixed port")
     servicer = SandboxServicer(settings, bus)
     return ServiceParts(
         registrations=[(sandbox_pb2_grpc.add_SandboxServiceServicer_to_server, servicer, SERVICE_NAME)],

@@ -7,6 +7,11 @@ first with SIGTERM, then SIGKILL, so environment workers and JVMs go too. Settin
 external servers: with `nats.url` / `temporal.address` set, those servers are used, not started.
 Qdrant runs in local mode inside the memory service (one process per storage path) unless
 `qdrant.url` names a server.
+
+`replicas` (`evoskill up --replicas sandbox=2,planner=2`) runs a service as several processes: the first on
+its configured port, the others on free ports; every process reads the list of them in
+`<service>_endpoint.replicas` (see `platform.replicas` for how callers choose one), and `stack.json` records it
+for clients outside the stack (`running_settings`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import IO, Any
 import nats
 from temporalio.client import Client
 
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings
 from evoskill.platform.rpc import check_health
 
@@ -120,6 +126,37 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         return [int(sock.getsockname()[1]) for sock in socks]
 
 
+# Services the embedded stack cannot run twice, and why.
+SINGLETONS = {
+    "learner": "it owns the policy registry and replay on its state folder",
+    "memory": "Qdrant local mode holds its folder in one process (set qdrant.url to a server to scale it)",
+}
+
+
+def parse_replicas(text: str, settings: Settings | None = None) -> dict[str, int]:
+    """`sandbox=2,planner=2` -> {"sandbox": 2, "planner": 2}; InvalidInput naming the first bad item."""
+    counts: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, count = item.partition("=")
+        name = name.strip()
+        if not sep or not count.strip().isdigit():
+            raise InvalidInput(f"--replicas {item!r}: expected SERVICE=COUNT, e.g. sandbox=2,planner=2")
+        if name not in SERVICES:
+            raise InvalidInput(f"--replicas {item!r}: unknown service {name!r}; expected one of {', '.join(SERVICES)}")
+        if name in counts:
+            raise InvalidInput(f"--replicas names {name} twice")
+        number = int(count)
+        if number < 1:
+            raise InvalidInput(f"--replicas {item!r}: a service needs at least 1 replica")
+        qdrant_server = settings is not None and bool(settings.qdrant.url)
+        if number > 1 and name in SINGLETONS and not (name == "memory" and qdrant_server):
+            raise InvalidInput(f"--replicas {item!r}: {name} runs once, {SINGLETONS[name]}")
+        counts[name] = number
+    if not counts:
+        raise InvalidInput("--replicas is empty; e.g. sandbox=2,planner=2")
+    return counts
+
+
 @dataclass
 class Component:
     name: str
@@ -133,6 +170,7 @@ class Component:
 class Stack:
     settings: Settings
     services: tuple[str, ...] = SERVICES
+    replicas: dict[str, int] = field(default_factory=dict)  # processes per service (default 1)
     components: list[Component] = field(default_factory=list)
     _lock: IO[str] | None = None
 
@@ -177,8 +215,24 @@ class Stack:
             ports.append(("temporal", s.host, s.temporal.port))
         for name in self.services:
             endpoint = s.endpoint(name)
-            ports.append((name, s.bind_host or endpoint.host, endpoint.port))
+            for address in endpoint.addresses:
+                ports.append((name, s.bind_host or endpoint.host, int(address.rpartition(":")[2])))
         return ports
+
+    def _lay_out_replicas(self) -> None:
+        """Give each replica beyond a service's first a free port, listed in `<service>_endpoint.replicas`."""
+        taken = {port for _, _, port in self._planned_ports()}
+        updates: dict[str, object] = {}
+        for name in self.services:
+            endpoint = self.settings.endpoint(name)
+            count = self.replicas.get(name, 1)
+            extra: list[int] = []
+            while len(extra) < count - 1:
+                extra += [p for p in free_ports(count - 1 - len(extra), endpoint.host) if p not in taken]
+            taken.update(extra)
+            addresses = [f"{endpoint.host}:{port}" for port in [endpoint.port, *extra]] if count > 1 else []
+            updates[f"{name}_endpoint"] = endpoint.model_copy(update={"replicas": addresses})
+        self.settings = self.settings.model_copy(update=updates)
 
     def preflight(self) -> None:
         if not self.settings.nats.url:
@@ -223,6 +277,7 @@ class Stack:
     async def start(self, timeout_s: float = 120.0) -> None:
         self._acquire_lock()
         try:
+            self._lay_out_replicas()
             self.preflight()
             deadline = time.monotonic() + timeout_s
             s = self.settings
@@ -243,8 +298,11 @@ class Stack:
             await self._wait_temporal(deadline)
             env = self._child_env()
             for name in self.services:
-                self._spawn(name, "service", s.endpoint(name).target,
-                            [sys.executable, "-m", "evoskill", "serve", name], env)
+                addresses = s.endpoint(name).addresses
+                for index, address in enumerate(addresses):
+                    own = {**env, f"EVOSKILL_{name.upper()}_ENDPOINT__PORT": address.rpartition(":")[2]}
+                    self._spawn(name if len(addresses) == 1 else f"{name}-{index}", "service", address,
+                                [sys.executable, "-m", "evoskill", "serve", name], own)
             await asyncio.gather(*(self._wait_service(c, deadline) for c in self.components if c.kind == "service"))
             self._write_state()
         except BaseException:
@@ -297,6 +355,8 @@ class Stack:
     def _write_state(self) -> None:
         state = {
             "supervisor_pid": os.getpid(),
+            "replicas": {name: self.settings.endpoint(name).replicas for name in self.services
+                         if self.settings.endpoint(name).replicas},
             "components": [
                 {"name": c.name, "kind": c.kind, "address": c.address, "pid": c.process.pid if c.process else None,
                  "log": str(c.log_path) if c.log_path else None}
@@ -353,13 +413,23 @@ def read_state(settings: Settings) -> dict[str, Any] | None:
     return data
 
 
+def running_settings(settings: Settings) -> Settings:
+    """`settings` with the replicas of the stack running on its state folder, if one runs with replicas."""
+    state = read_state(settings) or {}
+    replicas: dict[str, list[str]] = state.get("replicas") or {}
+    return settings.model_copy(update={
+        f"{name}_endpoint": settings.endpoint(name).model_copy(update={"replicas": addresses})
+        for name, addresses in replicas.items()
+    })
+
+
 async def component_health(settings: Settings) -> list[tuple[str, str, bool]]:
-    """(name, address, healthy) for each part of the stack, embedded or external."""
+    """(name, address, healthy) for each part of the stack, embedded or external, each replica of a service."""
     rows: list[tuple[str, str, bool]] = []
 
     rows.append(("nats", settings.nats_url, await nats_ready(settings.nats_url, jetstream=False)))
     rows.append(("temporal", settings.temporal_address, await temporal_ready(settings.temporal_address)))
     for name in SERVICES:
-        target = settings.endpoint(name).target
-        rows.append((name, target, await check_health(target)))
+        for address in settings.endpoint(name).addresses:
+            rows.append((name, address, await check_health(address)))
     return rows

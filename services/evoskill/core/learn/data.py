@@ -39,12 +39,13 @@ class Example:
     observation: str
     actions: tuple[str, ...]
     templates: tuple[str, ...]
-    visit_probs: np.ndarray  # search visit distribution (sums to 1); one-hot on `taken` without search
+    visit_probs: np.ndarray  # θ's policy target (sums to 1): the search's improved policy where it gave one
+    # (Gumbel), else its visit distribution; one-hot on `taken` without search
     q_values: np.ndarray  # search Q(s, a); meaningful where q_mask
     q_mask: np.ndarray  # actions the search visited (their Q is an estimate, not a default 0)
     root_value: float  # the search's V(s); nan without search
     taken: int  # index of the executed action in `actions`; -1 if it is not among them
-    ret: float  # discounted return from this step to the end of the episode
+    ret: float  # discounted return to the episode's end, in reward units (the scale of search's Q and leaf values)
     skills: tuple[str, ...] = field(default=())  # templates used in the episode if it succeeded, else ()
     seen: tuple[bool, ...] = field(default=())  # per action: leads back to a visited state; () = unknown
 
@@ -95,6 +96,8 @@ def episode_examples(
             q = np.asarray(target.q_values, dtype=np.float32) if len(target.q_values) == n else np.zeros(n, np.float32)
             q_mask = (visits > 0) & (len(target.q_values) == n)
             root_value = float(target.root_value)
+            if len(target.policy_probs) == n and sum(target.policy_probs) > 0:  # Gumbel: the improved policy
+                visits = np.asarray(target.policy_probs, dtype=np.float32) / np.float32(sum(target.policy_probs))
         elif taken >= 0:
             visits = np.zeros(n, np.float32)
             visits[taken] = 1.0

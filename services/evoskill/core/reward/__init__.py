@@ -1,29 +1,27 @@
-"""The pure reward core: dense terms, multi-dimensional reward, failure attribution and curiosity."""
+"""The pure reward core: dense terms, multi-dimensional reward, failure attribution.
 
-from evoskill.core.reward.curiosity import (
-    DynamicsBatch,
-    DynamicsCuriosity,
-    NoveltyCounter,
-    hashed_text_features,
-    mix_bonuses,
-    state_key,
+The curiosity models (`core.reward.curiosity`, torch) are imported from their module, so that scoring a
+step never loads torch.
+"""
+
+from evoskill.core.reward.history import EpisodeHistory, EpisodeLog
+from evoskill.core.reward.scorer import Scorer
+from evoskill.core.reward.terms import (
+    TERM_NAMES,
+    StepSignals,
+    score_transition,
+    step_signals,
+    total_of,
     with_curiosity,
 )
-from evoskill.core.reward.history import EpisodeHistory, EpisodeLog
-from evoskill.core.reward.terms import TERM_NAMES, StepSignals, score_transition, step_signals, total_of
 
 __all__ = [
     "TERM_NAMES",
-    "DynamicsBatch",
-    "DynamicsCuriosity",
     "EpisodeHistory",
     "EpisodeLog",
-    "NoveltyCounter",
+    "Scorer",
     "StepSignals",
-    "hashed_text_features",
-    "mix_bonuses",
     "score_transition",
-    "state_key",
     "step_signals",
     "total_of",
     "with_curiosity",

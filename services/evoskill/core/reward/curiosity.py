@@ -1,7 +1,7 @@
 """Curiosity bonuses (seed 000 §5.3, seed 004 §4.2): count-based novelty and dynamics-model surprise.
 
 Both are stateful (they learn what is familiar), so they live outside the pure `score_transition`; their
-bonus goes into the breakdown through `with_curiosity`, weighted by `curiosity_weight`.
+bonus goes into the breakdown through `terms.with_curiosity`, weighted by `curiosity_weight`.
 """
 
 from __future__ import annotations
@@ -14,27 +14,16 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from evoskill.common.v1.common_pb2 import Observation
-from evoskill.core.reward.history import normalise, words
-from evoskill.core.reward.terms import total_of
-from evoskill.platform.config import RewardSettings
-from evoskill.reward.v1.reward_pb2 import RewardBreakdown
+from evoskill.core.reward.history import words
 
 
 def _digest(text: str, size: int = 16) -> bytes:
-    # hashlib, not hash(): Python salts str hashes per process, and keys must agree across services.
+    # hashlib, not hash(): Python salts str hashes per process, and features must agree across services.
     return hashlib.blake2b(text.encode(), digest_size=size).digest()
 
 
-def state_key(observation: Observation) -> str:
-    """A stable key of where the agent is: room description and inventory when the adapter gives them,
-    else the feedback text (which then carries the state)."""
-    parts = (observation.look, observation.inventory) if observation.look else (observation.text,)
-    return _digest("\x1f".join(normalise(p) for p in parts)).hex()
-
-
 class NoveltyCounter:
-    """Visit counts per state key; bonus = 1/sqrt(n) where n counts the visit being scored."""
+    """Visit counts per state key (core.state_key); bonus = 1/sqrt(n) where n counts the visit being scored."""
 
     def __init__(self, counts: Mapping[str, int] | None = None) -> None:
         self.counts: dict[str, int] = dict(counts or {})
@@ -146,13 +135,3 @@ class DynamicsCuriosity:
 def mix_bonuses(novelty: float, surprise: float, novelty_share: float = 0.5) -> float:
     """One curiosity number from both signals (both lie in [0, 1])."""
     return novelty_share * novelty + (1.0 - novelty_share) * surprise
-
-
-def with_curiosity(breakdown: RewardBreakdown, bonus: float, weights: RewardSettings) -> RewardBreakdown:
-    """A copy of `breakdown` whose curiosity is `bonus` and whose total is recomputed by the same formula,
-    so it equals `score_transition(..., curiosity=bonus)` bit for bit."""
-    combined = RewardBreakdown()
-    combined.CopyFrom(breakdown)
-    combined.curiosity = bonus
-    combined.total = total_of(combined, weights)
-    return combined

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from evoskill.common.v1.common_pb2 import HistoryDigest, Transition
+from evoskill.core.state_key import normalise
 
 K = TypeVar("K", int, str)
 _WORD = re.compile(r"[a-z0-9]+")
-_SPACE = re.compile(r"\s+")
 
 # Entries of each kind a transition carries (most recent kept): beyond every episode cap the benchmarks
 # use (ScienceWorld's longest is 120 steps), and a few KiB on the wire at most.
@@ -32,11 +32,6 @@ STOPWORDS = frozenset(
     | {"down", "out", "off", "and", "or", "it", "its", "this", "that", "is", "are", "be", "my", "your"}
     | {"some", "all"}
 )
-
-
-def normalise(text: str) -> str:
-    """Case and whitespace do not make an action or an observation new."""
-    return _SPACE.sub(" ", text.strip().lower())
 
 
 def fingerprint(text: str) -> int:

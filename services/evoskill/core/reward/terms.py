@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evoskill.common.v1.common_pb2 import FailureKind, Observation, Transition
-from evoskill.core.reward.history import EpisodeHistory, action_arguments, normalise
+from evoskill.common.v1.common_pb2 import FailureKind, Transition
+from evoskill.core.reward.history import EpisodeHistory, action_arguments
+from evoskill.core.state_key import normalise, state_key
 from evoskill.platform.config import RewardSettings
 from evoskill.reward.v1.reward_pb2 import RewardBreakdown
 
@@ -48,7 +49,7 @@ OWN_FAILURES = frozenset({FailureKind.FAILURE_KIND_INVALID_ACTION, FailureKind.F
 EXTERNAL_FAILURES = frozenset(
     {FailureKind.FAILURE_KIND_EXTERNAL_ERROR, FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT}
 )
-DEFAULT_MAX_STEPS = 50  # SearchSettings.max_episode_steps' default
+DEFAULT_MAX_STEPS = 50  # SearchConfig.max_episode_steps' default
 
 
 @dataclass(frozen=True)
@@ -69,20 +70,6 @@ class StepSignals:
     novel: bool = False
 
 
-def _world(observation: Observation) -> tuple[object, ...]:
-    """The parts of an observation that change when the action does something. The feedback text is left
-    out: "That is already closed." differs from the last feedback, yet nothing happened."""
-    return (
-        observation.score,
-        normalise(observation.inventory),
-        normalise(observation.look),
-        observation.done,
-        observation.won,
-        observation.lost,
-        tuple(sorted(observation.valid_actions)),
-    )
-
-
 def step_signals(transition: Transition, history: EpisodeHistory | None = None) -> StepSignals:
     history = history if history is not None else EpisodeHistory.from_transition(transition)
     before, after = transition.before, transition.after
@@ -90,7 +77,9 @@ def step_signals(transition: Transition, history: EpisodeHistory | None = None) 
     own_failure = kind in OWN_FAILURES
     external_failure = kind in EXTERNAL_FAILURES
     failed = own_failure or external_failure
-    effect = not failed and _world(after) != _world(before)
+    # An effect is a change of state (core.state_key): the feedback text alone is none ("That is already
+    # closed."), the same rule by which search drops the actions that change nothing.
+    effect = not failed and state_key(after) != state_key(before)
     # A useless loop: an action already taken that brings back feedback already seen (A→B→A→B…, a
     # second "look" in the same room). A repeated action with new feedback (walking a corridor) is not one.
     loop = not external_failure and history.took(transition.action.text) and history.saw(after.text, before.text)
@@ -159,6 +148,17 @@ def safety(signals: StepSignals, weights: RewardSettings) -> float:
     return 0.0
 
 
+def outcome_reward(won: bool, lost: bool, final_score: float, weights: RewardSettings) -> float:
+    """What the last step of an episode earns for how it ended, beyond its score gain: the terms that need no
+    history (task completed, final answer, completion, safety). Search values the end of a rollout by it."""
+    signals = StepSignals(own_failure=False, external_failure=False, effect=True, loop=False, result_used=False,
+                          won_now=won, completed=won, lost_now=lost, terminal=True, final_score=final_score,
+                          score_gain=0.0)
+    terms = weighted_terms(signals, weights)
+    return (terms["task_completed"] + terms["final_answer_correct"] + weights.completion_weight * completion(signals)
+            + weights.safety_weight * safety(signals, weights))
+
+
 def total_of(breakdown: RewardBreakdown, weights: RewardSettings) -> float:
     """The documented formula, in a fixed order so every caller gets the same bits."""
     total = 0.0
@@ -195,3 +195,13 @@ def score_transition(
     )
     breakdown.total = total_of(breakdown, weights)
     return breakdown
+
+
+def with_curiosity(breakdown: RewardBreakdown, bonus: float, weights: RewardSettings) -> RewardBreakdown:
+    """A copy of `breakdown` whose curiosity is `bonus` and whose total is recomputed by the same formula,
+    so it equals `score_transition(..., curiosity=bonus)` bit for bit."""
+    combined = RewardBreakdown()
+    combined.CopyFrom(breakdown)
+    combined.curiosity = bonus
+    combined.total = total_of(combined, weights)
+    return combined

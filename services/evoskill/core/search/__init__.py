@@ -9,6 +9,11 @@ The environment and the network are arguments, not base classes:
 environment step; states are opaque to the search (a sandbox fork handle, an action prefix...), so
 the planner wraps a sandbox session as `step`. `evaluate(states) -> Evaluation(logits, values)` is the
 batched network. Selection, expansion and backup are JIT kernels (numba when installed).
+`SearchConfig` (core/search_config.py) is every setting of a search, the product's defaults.
+
+`core.search.model.SearchModel` is the environment model the planner searches with: a sandbox session
+as `step`/`step_batch`/`evaluate`, with no-op pruning, revisit shaping, transposition keys, rollouts and
+the value mix; `core.search.advice` holds the prior transforms (θ, memories, an LLM).
 
 `search_compiled(root_state, num_actions, step_fn, evaluate_fn, config, env_params)` is the same
 search with step and evaluate given as numba functions over array states: the whole loop compiled.
@@ -22,12 +27,12 @@ from evoskill.core.search.types import (
     EvaluateFn,
     Evaluation,
     Root,
-    SearchConfig,
     SearchStats,
     StepBatchFn,
     StepFn,
     Transition,
 )
+from evoskill.core.search_config import SearchConfig
 
 __all__ = [
     "HAVE_NUMBA",

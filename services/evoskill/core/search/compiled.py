@@ -18,8 +18,9 @@ States are rows of one numpy array (any numeric dtype, `state_width` columns): n
 
 `env_params` is passed to both unchanged (mctx's `params`): problem constants, network weights.
 
-Left out: transpositions (every edge gets its own node; `config.transpositions` is ignored)
-and template-first selection (no templates).
+Left out: transpositions (every edge gets its own node; `config.transpositions` is ignored) and
+template-first selection (no templates). Like `search`, it backs up what `evaluate_fn` returns: leaf
+values mixed with rollouts are the environment model's business (`core.search.model`).
 
 The loop is compiled for each pair of functions, with them bound as globals: numba cannot cache a
 function that takes functions as arguments (it keys them by per-process identities), but caches
@@ -55,7 +56,8 @@ from evoskill.core.search.jit import jit
 from evoskill.core.search.mcts import SearchResult
 from evoskill.core.search.puct import P_MAX_DEPTH, kernel_params
 from evoskill.core.search.tree import NODE_FIRST_EDGE, NODE_NUM_EDGES, NODE_RAW_VALUE, NODE_VALUE_SUM, NODE_VISITS, Tree
-from evoskill.core.search.types import SearchConfig, SearchStats
+from evoskill.core.search.types import SearchStats
+from evoskill.core.search_config import SearchConfig
 
 NO_FLOATS = np.zeros(0)
 
@@ -128,7 +130,7 @@ def run_search(
     while simulations < budget:
         taken = collect_leaves(
             node_int, node_float, edge_int, edge_float, q_bounds, params, min(batch, budget - simulations),
-            path_nodes, path_edges, leaves,
+            path_nodes, path_edges, leaves, no_ints,
         )  # fmt: skip
         new = 0
         count = 0
@@ -230,6 +232,8 @@ def search_compiled(
     if width < root_actions:
         raise ValueError(f"max_actions {width} < the root's {root_actions} actions")
     budget, batch = config.num_simulations, config.batch_size
+    if config.algorithm != "puct":
+        raise ValueError(f"search_compiled runs PUCT only, not {config.algorithm!r}")
     tree = Tree(node_capacity=budget + 1, edge_capacity=(budget + 1) * max(width, 1))
     states = np.zeros((budget + 1, len(root)), root.dtype)
     states[0] = root

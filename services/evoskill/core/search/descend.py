@@ -1,9 +1,10 @@
-"""Selection: walk from the root by PUCT until a leaf, for a batch of leaves (a JIT kernel)."""
+"""Selection: walk from the root by PUCT or Gumbel MuZero's rule until a leaf, for a batch of leaves (a JIT kernel)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from evoskill.core.search.improved import select_interior_edge
 from evoskill.core.search.jit import jit
 from evoskill.core.search.puct import P_MAX_DEPTH, select_edge
 from evoskill.core.search.tree import (
@@ -51,8 +52,13 @@ def collect_leaves(
     path_nodes: np.ndarray,
     path_edges: np.ndarray,
     leaves: np.ndarray,
+    root_edges: np.ndarray,
 ) -> int:
     """Select up to `num_leaves` leaves under virtual loss; returns how many were taken.
+
+    Empty `root_edges`: PUCT at every node. Otherwise Gumbel MuZero (`core.search.gumbel`): leaf i leaves
+    the root by root_edges[i], which the root's sequential halving chose, then follows the deterministic
+    non-root rule (`core.search.improved`).
 
     Leaf i's path is path_nodes[i, :L] / path_edges[i, :L] with L = leaves[LEAF_DEPTH, i] (edge d
     leaves node d). A walk that comes back to a node of its own path (go north, go south) stops
@@ -73,7 +79,12 @@ def collect_leaves(
             if depth >= max_depth:
                 kind = LEAF_DEPTH_LIMIT
                 break
-            edge = select_edge(node_int, node_float, edge_int, edge_float, q_bounds, params, node)
+            if len(root_edges) == 0:
+                edge = select_edge(node_int, node_float, edge_int, edge_float, q_bounds, params, node)
+            elif depth == 0:
+                edge = root_edges[i]
+            else:
+                edge = select_interior_edge(node_int, node_float, edge_int, edge_float, params, node)
             path_nodes[i, depth] = node
             path_edges[i, depth] = edge
             depth += 1

@@ -1,4 +1,4 @@
-"""Leaf values and priors: one network call per batch."""
+"""Leaf values and priors: one network call per batch, laid out for the kernels."""
 
 from __future__ import annotations
 

@@ -26,17 +26,11 @@ from evoskill.core.search.descend import (
 )
 from evoskill.core.search.evaluation import LeafEvaluator
 from evoskill.core.search.expand import expand_nodes
+from evoskill.core.search.gumbel import GumbelRoot
 from evoskill.core.search.puct import kernel_params
 from evoskill.core.search.tree import Tree
-from evoskill.core.search.types import (
-    EvaluateFn,
-    Root,
-    SearchConfig,
-    SearchStats,
-    StepBatchFn,
-    StepFn,
-    Transition,
-)
+from evoskill.core.search.types import EvaluateFn, Root, SearchStats, StepBatchFn, StepFn, Transition
+from evoskill.core.search_config import SearchConfig
 
 _NO_INTS = np.zeros(0, np.int64)
 _NO_FLOATS = np.zeros(0)
@@ -52,6 +46,13 @@ class SearchResult:
     stats: SearchStats
     tree: Tree  # every node's statistics, e.g. for training targets
     states: list[Any]  # states[n] is node n's state
+    # θ's policy target by root action: Gumbel MuZero's improved policy; None (PUCT): the visit distribution
+    policy_target: np.ndarray | None = None
+
+    @property
+    def visit_distribution(self) -> np.ndarray:
+        total = self.visit_counts.sum()
+        return self.visit_counts / total if total else self.visit_counts.astype(np.float64)
 
     def principal_variation(self) -> list[int]:
         return self.tree.principal_variation(0)
@@ -76,9 +77,10 @@ def search(
     `step(state, action) -> Transition` must be deterministic for a given (state, action): each
     edge is stepped once and its child cached, so `state` objects must stay valid until the search
     returns. `evaluate(states) -> Evaluation` gives prior logits and values (uniform priors and
-    value 0 without it). `step_batch([(state, action), ...]) -> [Transition, ...]`, if given,
-    replaces `step` for the new edges of a batch (e.g. to run them on several sandbox workers at
-    once).
+    value 0 without it); leaf values are backed up as it gives them (rollouts, and their mix with a
+    value network, belong to the environment model: `core.search.model`). `step_batch([(state,
+    action), ...]) -> [Transition, ...]`, if given, replaces `step` for the new edges of a batch (e.g.
+    to run them on several sandbox workers at once).
     """
     config = config or SearchConfig()
     started = time.perf_counter()
@@ -92,6 +94,7 @@ def search(
     transpositions = config.transpositions
     if transpositions and root.key is not None:
         key_to_node[root.key] = 0
+    gumbel: GumbelRoot | None = None  # set once the root is expanded, with algorithm="gumbel"
 
     def result(simulations: int, env_steps: int, hits: int, deepest: int, early: bool) -> SearchResult:
         visits, q, priors = tree.node_statistics(0, config.gamma)
@@ -100,6 +103,9 @@ def search(
         if len(edges):
             best = max(edges, key=lambda e: (int(tree.edge_visits[e]), float(tree.edge_prior[e]), -e))
             action = int(tree.edge_action[best])
+        policy_target = None
+        if gumbel is not None and len(edges):
+            action, policy_target = gumbel.decide(tree)
         stats = SearchStats(
             simulations=simulations,
             nodes=tree.num_nodes,
@@ -111,7 +117,7 @@ def search(
             early_stopped=early,
             seconds=time.perf_counter() - started,
         )
-        return SearchResult(action, visits, q, priors, tree.node_value(0), stats, tree, states)
+        return SearchResult(action, visits, q, priors, tree.node_value(0), stats, tree, states, policy_target)
 
     # The root: evaluated once; Dirichlet noise goes into its priors only.
     root_actions = max(root.num_actions, 0)
@@ -122,21 +128,24 @@ def search(
         logits, starts, width, values = _NO_FLOATS, _NO_INTS, 0, _NO_FLOATS
     templated = config.hierarchical and root.templates is not None and root_actions > 0
     noise = _NO_FLOATS
-    if config.dirichlet_weight > 0.0 and root_actions:
+    noise_weight = float(config.dirichlet_weight) if config.algorithm == "puct" else 0.0  # Gumbel: its own noise
+    if noise_weight > 0.0 and root_actions:
         noise = rng.dirichlet(np.full(root_actions, config.dirichlet_alpha))
     tree.num_edges = expand_nodes(
         *tree.arrays[:4], 0, 0, 1, np.array([root_actions], np.int64), np.array([0 if templated else -1]),
         _templates(root.templates, root_actions) if templated else _NO_INTS,
-        logits, starts, width, values, noise, float(config.dirichlet_weight),
+        logits, starts, width, values, noise, noise_weight,
     )  # fmt: skip
     tree.num_nodes = 1
     tree.node_visits[0] = 1
     tree.node_value_sum[0] = tree.node_raw_value[0]
     if not root_actions:
         return result(0, 0, 0, 0, False)
+    if config.algorithm == "gumbel":
+        gumbel = GumbelRoot.start(tree, config, params, rng)
 
     # Per-batch buffers, reused every round.
-    batch = config.batch_size
+    batch = config.batch_size if gumbel is None else min(config.gumbel_max_actions, root_actions)
     path_nodes = np.zeros((batch, config.max_depth), np.int64)
     path_edges = np.zeros((batch, config.max_depth), np.int64)
     leaves = np.zeros((LEAF_FIELDS, batch), np.int64)
@@ -148,10 +157,14 @@ def search(
     simulations = env_steps = hits = deepest = 0
     early_stopped = False
     root_first, root_num = int(tree.node_first_edge[0]), int(tree.node_num_edges[0])
-    stop_at = budget + 1.0 if config.early_stop_fraction is None else config.early_stop_fraction * budget
+    stop_at = budget + 1.0  # never; and Gumbel's halving spends its whole budget by design
+    if config.early_stop_fraction is not None and gumbel is None:
+        stop_at = config.early_stop_fraction * budget
     while simulations < budget:
         arrays = tree.arrays
-        taken = collect_leaves(*arrays, params, min(batch, budget - simulations), path_nodes, path_edges, leaves)
+        root_edges = _NO_INTS if gumbel is None else gumbel.next_round(tree, simulations)
+        wanted = min(batch, budget - simulations) if gumbel is None else len(root_edges)
+        taken = collect_leaves(*arrays, params, wanted, path_nodes, path_edges, leaves, root_edges)
         kinds, parents, actions = leaves[:3, :taken].tolist()
         first_node = tree.num_nodes
         new = 0

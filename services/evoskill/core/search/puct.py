@@ -35,7 +35,7 @@ from evoskill.core.search.tree import (
     NODE_VIRTUAL,
     NODE_VISITS,
 )
-from evoskill.core.search.types import SearchConfig
+from evoskill.core.search_config import SearchConfig
 
 # `SearchConfig` flattened into one float64 array for the kernels (flags are 0/1).
 P_C_PUCT = 0
@@ -49,7 +49,9 @@ P_WIDENING_ALPHA = 7
 P_MAX_CHILDREN = 8  # <= 0: no cap
 P_HIERARCHICAL = 9
 P_MAX_DEPTH = 10
-NUM_PARAMS = 11
+P_C_VISIT = 11  # Gumbel MuZero's sigma (core/search/improved.py)
+P_C_SCALE = 12
+NUM_PARAMS = 13
 
 
 def kernel_params(config: SearchConfig) -> np.ndarray:
@@ -66,6 +68,8 @@ def kernel_params(config: SearchConfig) -> np.ndarray:
     params[P_MAX_CHILDREN] = config.max_children or 0
     params[P_HIERARCHICAL] = config.hierarchical
     params[P_MAX_DEPTH] = config.max_depth
+    params[P_C_VISIT] = config.gumbel_c_visit
+    params[P_C_SCALE] = config.gumbel_c_scale
     return params
 
 

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-
-from evoskill.core.errors import InvalidInput
 
 
 class Transition(NamedTuple):
@@ -62,58 +60,6 @@ class Evaluation(NamedTuple):
 StepFn = Callable[[Any, int], Transition]
 StepBatchFn = Callable[[list[tuple[Any, int]]], Sequence[Transition]]
 EvaluateFn = Callable[[Sequence[Any]], Evaluation]
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Every MCTS knob of seed 000 §4, plus the engineering ones.
-
-    PUCT: score(s,a) = Q(s,a) + c_puct * P(s,a) * sqrt(N(s)) / (1 + N(s,a)), with N(s) the node's
-    visit count (the expansion counts as one visit, as in mctx) and Q(s,a) = r(s,a) + gamma * V(child).
-    `normalize_q`: Q is min-max normalised by the smallest and largest Q seen so far in this search
-    (MuZero's MinMaxStats), so c_puct does not depend on the reward scale; off, Q is used raw.
-    """
-
-    num_simulations: int = 200  # seed §4: 50-2000
-    c_puct: float = 1.414  # seed §4: 1.0-2.5, start at 1.414
-    dirichlet_alpha: float = 0.3
-    dirichlet_weight: float = 0.25  # share of root prior replaced by noise; 0 disables noise
-    rollout_depth: int = 10  # seed §4: 5-20 steps per rollout
-    gamma: float = 0.97  # seed §4: 0.95-0.99
-    early_stop_fraction: float | None = 0.8  # seed §5.1; None: always spend the full budget
-    max_children: int | None = None  # hard cap on children considered per node
-    widening_k: float | None = None  # progressive widening: consider ceil(k * N(s)^alpha) children
-    widening_alpha: float = 0.5
-    hierarchical: bool = False  # template first, then arguments, where actions carry templates
-    batch_size: int = 1  # leaves evaluated per network call (under virtual loss); not the learner's
-    virtual_loss: float = 1.0  # each in-flight visit counts as returning -virtual_loss (in Q units)
-    unvisited_q: Literal["parent"] | float = "parent"  # Q of unvisited children: parent's value or a constant
-    normalize_q: bool = True
-    transpositions: bool = True  # nodes with equal state keys are one node (a DAG)
-    max_depth: int = 64  # selection stops here (guards cycles through transpositions)
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.num_simulations < 1:
-            raise InvalidInput("num_simulations must be >= 1")
-        if self.batch_size < 1:
-            raise InvalidInput("batch_size must be >= 1")
-        if not 0.0 <= self.dirichlet_weight <= 1.0:
-            raise InvalidInput("dirichlet_weight must be in [0, 1]")
-        if self.dirichlet_weight > 0 and self.dirichlet_alpha <= 0:
-            raise InvalidInput("dirichlet_alpha must be > 0")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise InvalidInput("gamma must be in [0, 1]")
-        if self.early_stop_fraction is not None and not 0.0 < self.early_stop_fraction <= 1.0:
-            raise InvalidInput("early_stop_fraction must be in (0, 1] or None")
-        if self.max_children is not None and self.max_children < 1:
-            raise InvalidInput("max_children must be >= 1")
-        if self.widening_k is not None and self.widening_k <= 0:
-            raise InvalidInput("widening_k must be > 0")
-        if self.max_depth < 1 or self.rollout_depth < 0:
-            raise InvalidInput("max_depth must be >= 1 and rollout_depth >= 0")
-        if isinstance(self.unvisited_q, str) and self.unvisited_q != "parent":
-            raise InvalidInput("unvisited_q must be 'parent' or a number")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class RewardScored(_message.Message):
     def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ..., total: _Optional[float] = ..., terms: _Optional[_Mapping[str, float]] = ..., completion: _Optional[float] = ..., efficiency: _Optional[float] = ..., safety: _Optional[float] = ..., external_failure: _Optional[bool] = ...) -> None: ...
 
 class SearchTarget(_message.Message):
-    __slots__ = ("actions", "visit_probs", "q_values", "priors", "root_value", "templates", "seen")
+    __slots__ = ("actions", "visit_probs", "q_values", "priors", "root_value", "templates", "seen", "policy_probs")
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     VISIT_PROBS_FIELD_NUMBER: _ClassVar[int]
     Q_VALUES_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class SearchTarget(_message.Message):
     ROOT_VALUE_FIELD_NUMBER: _ClassVar[int]
     TEMPLATES_FIELD_NUMBER: _ClassVar[int]
     SEEN_FIELD_NUMBER: _ClassVar[int]
+    POLICY_PROBS_FIELD_NUMBER: _ClassVar[int]
     actions: _containers.RepeatedScalarFieldContainer[str]
     visit_probs: _containers.RepeatedScalarFieldContainer[float]
     q_values: _containers.RepeatedScalarFieldContainer[float]
@@ -54,7 +55,8 @@ class SearchTarget(_message.Message):
     root_value: float
     templates: _containers.RepeatedScalarFieldContainer[str]
     seen: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, actions: _Optional[_Iterable[str]] = ..., visit_probs: _Optional[_Iterable[float]] = ..., q_values: _Optional[_Iterable[float]] = ..., priors: _Optional[_Iterable[float]] = ..., root_value: _Optional[float] = ..., templates: _Optional[_Iterable[str]] = ..., seen: _Optional[_Iterable[bool]] = ...) -> None: ...
+    policy_probs: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, actions: _Optional[_Iterable[str]] = ..., visit_probs: _Optional[_Iterable[float]] = ..., q_values: _Optional[_Iterable[float]] = ..., priors: _Optional[_Iterable[float]] = ..., root_value: _Optional[float] = ..., templates: _Optional[_Iterable[str]] = ..., seen: _Optional[_Iterable[bool]] = ..., policy_probs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class EpisodeStep(_message.Message):
     __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure")

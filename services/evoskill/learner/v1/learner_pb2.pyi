@@ -1,3 +1,4 @@
+from evoskill.events.v1 import events_pb2 as _events_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -109,3 +110,29 @@ class SetServingReply(_message.Message):
     serving_version: str
     changed_unix_ms: int
     def __init__(self, previous_version: _Optional[str] = ..., serving_version: _Optional[str] = ..., changed_unix_ms: _Optional[int] = ...) -> None: ...
+
+class ImportEpisodesRequest(_message.Message):
+    __slots__ = ("episode",)
+    EPISODE_FIELD_NUMBER: _ClassVar[int]
+    episode: _events_pb2.EpisodeCompleted
+    def __init__(self, episode: _Optional[_Union[_events_pb2.EpisodeCompleted, _Mapping]] = ...) -> None: ...
+
+class ImportEpisodesReply(_message.Message):
+    __slots__ = ("received", "stored", "duplicates", "library_episodes", "library_steps")
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_STEPS_FIELD_NUMBER: _ClassVar[int]
+    received: int
+    stored: int
+    duplicates: int
+    library_episodes: int
+    library_steps: int
+    def __init__(self, received: _Optional[int] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ..., library_episodes: _Optional[int] = ..., library_steps: _Optional[int] = ...) -> None: ...
+
+class ExportEpisodesRequest(_message.Message):
+    __slots__ = ("include_online",)
+    INCLUDE_ONLINE_FIELD_NUMBER: _ClassVar[int]
+    include_online: bool
+    def __init__(self, include_online: _Optional[bool] = ...) -> None: ...

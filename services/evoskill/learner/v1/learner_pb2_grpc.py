@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from evoskill.events.v1 import events_pb2 as evoskill_dot_events_dot_v1_dot_events__pb2
 from evoskill.learner.v1 import learner_pb2 as evoskill_dot_learner_dot_v1_dot_learner__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -54,6 +55,16 @@ class LearnerServiceStub:
                 request_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingRequest.SerializeToString,
                 response_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingReply.FromString,
                 _registered_method=True)
+        self.ImportEpisodes = channel.stream_unary(
+                '/evoskill.learner.v1.LearnerService/ImportEpisodes',
+                request_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ImportEpisodesRequest.SerializeToString,
+                response_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ImportEpisodesReply.FromString,
+                _registered_method=True)
+        self.ExportEpisodes = channel.unary_stream(
+                '/evoskill.learner.v1.LearnerService/ExportEpisodes',
+                request_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ExportEpisodesRequest.SerializeToString,
+                response_deserializer=evoskill_dot_events_dot_v1_dot_events__pb2.EpisodeCompleted.FromString,
+                _registered_method=True)
 
 
 class LearnerServiceServicer:
@@ -92,6 +103,23 @@ class LearnerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportEpisodes(self, request_iterator, context):
+        """Store episodes in the offline library (demonstrations, gold paths, anyone's logged trajectories: what
+        `evoskill library import` and `evoskill demos` send), durably before the reply, idempotent by episode id.
+        INVALID_ARGUMENT names the first episode (its position in the stream and its id) that cannot be stored:
+        no id, no steps, or a fold the learner does not train on (learner.train_folds); those before it are stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportEpisodes(self, request, context):
+        """The offline library's episodes as stored, oldest first (with `include_online`, the online buffer's too).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LearnerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +142,16 @@ def add_LearnerServiceServicer_to_server(servicer, server):
                     servicer.SetServing,
                     request_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingRequest.FromString,
                     response_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingReply.SerializeToString,
+            ),
+            'ImportEpisodes': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportEpisodes,
+                    request_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ImportEpisodesRequest.FromString,
+                    response_serializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ImportEpisodesReply.SerializeToString,
+            ),
+            'ExportEpisodes': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportEpisodes,
+                    request_deserializer=evoskill_dot_learner_dot_v1_dot_learner__pb2.ExportEpisodesRequest.FromString,
+                    response_serializer=evoskill_dot_events_dot_v1_dot_events__pb2.EpisodeCompleted.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +262,60 @@ class LearnerService:
             '/evoskill.learner.v1.LearnerService/SetServing',
             evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingRequest.SerializeToString,
             evoskill_dot_learner_dot_v1_dot_learner__pb2.SetServingReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportEpisodes(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/evoskill.learner.v1.LearnerService/ImportEpisodes',
+            evoskill_dot_learner_dot_v1_dot_learner__pb2.ImportEpisodesRequest.SerializeToString,
+            evoskill_dot_learner_dot_v1_dot_learner__pb2.ImportEpisodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportEpisodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/evoskill.learner.v1.LearnerService/ExportEpisodes',
+            evoskill_dot_learner_dot_v1_dot_learner__pb2.ExportEpisodesRequest.SerializeToString,
+            evoskill_dot_events_dot_v1_dot_events__pb2.EpisodeCompleted.FromString,
             options,
             channel_credentials,
             insecure,

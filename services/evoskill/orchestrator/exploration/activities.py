@@ -22,6 +22,7 @@ from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, Sha
 from evoskill.orchestrator.training.activities import rpc_failure
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.config import Settings
+from evoskill.platform.replicas import owner_of, pick
 from evoskill.platform.rpc import channel
 from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
 from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
@@ -98,22 +99,26 @@ class ExplorationActivities:
 
     @activity.defn(name="exploration.shadow_episode")
     async def shadow_episode(self, task: ShadowTask) -> ShadowEpisode:
+        """The session is made on any sandbox replica and then reached at the one holding it, by this activity
+        and by whichever planner replica searches it (the planner dials the replica its id names)."""
         grpc_settings = self.settings.grpc
-        async with channel(self._target("sandbox"), grpc_settings) as sandbox_ch, \
-                channel(self._target("planner"), grpc_settings) as planner_ch, \
-                channel(self._target("reward"), grpc_settings) as reward_ch:
-            sandbox = sandbox_pb2_grpc.SandboxServiceStub(sandbox_ch)
-            planner = planner_pb2_grpc.PlannerServiceStub(planner_ch)
-            reward = reward_pb2_grpc.RewardServiceStub(reward_ch)
-            try:
-                session = await sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(
-                    env_spec=task.env, seed=task.seed, fold=task.fold, episode_id=task.episode_id), timeout=300)
+        try:
+            async with channel(pick(self.settings.endpoint("sandbox")), grpc_settings) as any_sandbox:
+                session = await sandbox_pb2_grpc.SandboxServiceStub(any_sandbox).CreateSession(
+                    sandbox_pb2.CreateSessionRequest(env_spec=task.env, seed=task.seed, fold=task.fold,
+                                                     episode_id=task.episode_id), timeout=300)
+            async with channel(owner_of(session.session_id), grpc_settings) as sandbox_ch, \
+                    channel(pick(self.settings.endpoint("planner")), grpc_settings) as planner_ch, \
+                    channel(pick(self.settings.endpoint("reward")), grpc_settings) as reward_ch:
+                sandbox = sandbox_pb2_grpc.SandboxServiceStub(sandbox_ch)
+                planner = planner_pb2_grpc.PlannerServiceStub(planner_ch)
+                reward = reward_pb2_grpc.RewardServiceStub(reward_ch)
                 try:
                     return await self._shadow_loop(task, session, sandbox, planner, reward, activity.heartbeat)
                 finally:
                     await sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))
-            except grpc.aio.AioRpcError as exc:
-                raise rpc_failure(f"shadow episode {task.episode_id} ({task.env} seed {task.seed})", exc) from exc
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(f"shadow episode {task.episode_id} ({task.env} seed {task.seed})", exc) from exc
 
     async def _shadow_loop(self, task: ShadowTask, session: Any, sandbox: Any, planner: Any, reward: Any,
                            beat: Callable[..., None]) -> ShadowEpisode:

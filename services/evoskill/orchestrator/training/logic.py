@@ -37,6 +37,7 @@ class TrainingParams:
     fold_size: int = 1000             # train tasks are drawn from seeds [0, fold_size)
     train: bool = True                # False: play and evaluate only (no learner call)
     demos: int = 0                    # train-fold gold paths played before epoch 1, into the offline library
+    start_policy: str = ""            # θ epoch 1 searches with (e.g. cloned from the library); "" = uniform priors
     tune: str = ""                    # "es": evolve the search hyper-parameters (each epoch is a generation)
     es_population: int = 4            # even: antithetic pairs
     es_sigma: float = 0.3

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from evoskill.common.v1 import common_pb2 as evoskill_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/reward/v1/reward.proto\x12\x12\x65voskill.reward.v1\x1a\x1f\x65voskill/common/v1/common.proto\"H\n\x11ScoreBatchRequest\x12\x33\n\x0btransitions\x18\x01 \x03(\x0b\x32\x1e.evoskill.common.v1.Transition\"G\n\x0fScoreBatchReply\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.evoskill.reward.v1.RewardBreakdown\"B\n\x0cScoreRequest\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\"\xf2\x01\n\x0fRewardBreakdown\x12\r\n\x05total\x18\x01 \x01(\x01\x12=\n\x05terms\x18\x02 \x03(\x0b\x32..evoskill.reward.v1.RewardBreakdown.TermsEntry\x12\x12\n\ncompletion\x18\x03 \x01(\x01\x12\x12\n\nefficiency\x18\x04 \x01(\x01\x12\x0e\n\x06safety\x18\x05 \x01(\x01\x12\x11\n\tcuriosity\x18\x06 \x01(\x01\x12\x18\n\x10\x65xternal_failure\x18\x07 \x01(\x08\x1a,\n\nTermsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x32\xb9\x01\n\rRewardService\x12N\n\x05Score\x12 .evoskill.reward.v1.ScoreRequest\x1a#.evoskill.reward.v1.RewardBreakdown\x12X\n\nScoreBatch\x12%.evoskill.reward.v1.ScoreBatchRequest\x1a#.evoskill.reward.v1.ScoreBatchReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/reward/v1/reward.proto\x12\x12\x65voskill.reward.v1\x1a\x1f\x65voskill/common/v1/common.proto\"B\n\x0cScoreRequest\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\"\xf2\x01\n\x0fRewardBreakdown\x12\r\n\x05total\x18\x01 \x01(\x01\x12=\n\x05terms\x18\x02 \x03(\x0b\x32..evoskill.reward.v1.RewardBreakdown.TermsEntry\x12\x12\n\ncompletion\x18\x03 \x01(\x01\x12\x12\n\nefficiency\x18\x04 \x01(\x01\x12\x0e\n\x06safety\x18\x05 \x01(\x01\x12\x11\n\tcuriosity\x18\x06 \x01(\x01\x12\x18\n\x10\x65xternal_failure\x18\x07 \x01(\x08\x1a,\n\nTermsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x32_\n\rRewardService\x12N\n\x05Score\x12 .evoskill.reward.v1.ScoreRequest\x1a#.evoskill.reward.v1.RewardBreakdownb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,16 +34,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REWARDBREAKDOWN_TERMSENTRY']._loaded_options = None
   _globals['_REWARDBREAKDOWN_TERMSENTRY']._serialized_options = b'8\001'
-  _globals['_SCOREBATCHREQUEST']._serialized_start=88
-  _globals['_SCOREBATCHREQUEST']._serialized_end=160
-  _globals['_SCOREBATCHREPLY']._serialized_start=162
-  _globals['_SCOREBATCHREPLY']._serialized_end=233
-  _globals['_SCOREREQUEST']._serialized_start=235
-  _globals['_SCOREREQUEST']._serialized_end=301
-  _globals['_REWARDBREAKDOWN']._serialized_start=304
-  _globals['_REWARDBREAKDOWN']._serialized_end=546
-  _globals['_REWARDBREAKDOWN_TERMSENTRY']._serialized_start=502
-  _globals['_REWARDBREAKDOWN_TERMSENTRY']._serialized_end=546
-  _globals['_REWARDSERVICE']._serialized_start=549
-  _globals['_REWARDSERVICE']._serialized_end=734
+  _globals['_SCOREREQUEST']._serialized_start=88
+  _globals['_SCOREREQUEST']._serialized_end=154
+  _globals['_REWARDBREAKDOWN']._serialized_start=157
+  _globals['_REWARDBREAKDOWN']._serialized_end=399
+  _globals['_REWARDBREAKDOWN_TERMSENTRY']._serialized_start=355
+  _globals['_REWARDBREAKDOWN_TERMSENTRY']._serialized_end=399
+  _globals['_REWARDSERVICE']._serialized_start=401
+  _globals['_REWARDSERVICE']._serialized_end=496
 # @@protoc_insertion_point(module_scope)

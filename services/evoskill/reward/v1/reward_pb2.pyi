@@ -2,22 +2,10 @@ from evoskill.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class ScoreBatchRequest(_message.Message):
-    __slots__ = ("transitions",)
-    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
-    transitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.Transition]
-    def __init__(self, transitions: _Optional[_Iterable[_Union[_common_pb2.Transition, _Mapping]]] = ...) -> None: ...
-
-class ScoreBatchReply(_message.Message):
-    __slots__ = ("results",)
-    RESULTS_FIELD_NUMBER: _ClassVar[int]
-    results: _containers.RepeatedCompositeFieldContainer[RewardBreakdown]
-    def __init__(self, results: _Optional[_Iterable[_Union[RewardBreakdown, _Mapping]]] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
     __slots__ = ("transition",)

@@ -39,25 +39,14 @@ class RewardServiceStub:
                 request_serializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.SerializeToString,
                 response_deserializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.RewardBreakdown.FromString,
                 _registered_method=True)
-        self.ScoreBatch = channel.unary_unary(
-                '/evoskill.reward.v1.RewardService/ScoreBatch',
-                request_serializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreBatchRequest.SerializeToString,
-                response_deserializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreBatchReply.FromString,
-                _registered_method=True)
 
 
 class RewardServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Score(self, request, context):
-        """Synchronous scoring, used inside search. Same numbers as the step.executed -> reward.scored path.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ScoreBatch(self, request, context):
-        """Many transitions in one call (a batch of search leaves).
+        """Synchronous scoring of a real step. Same numbers as the step.executed -> reward.scored path, and as
+        search, which scores its imagined steps in-process with the same function (core.reward.Scorer).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -70,11 +59,6 @@ def add_RewardServiceServicer_to_server(servicer, server):
                     servicer.Score,
                     request_deserializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.FromString,
                     response_serializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.RewardBreakdown.SerializeToString,
-            ),
-            'ScoreBatch': grpc.unary_unary_rpc_method_handler(
-                    servicer.ScoreBatch,
-                    request_deserializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreBatchRequest.FromString,
-                    response_serializer=evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreBatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -104,33 +88,6 @@ class RewardService:
             '/evoskill.reward.v1.RewardService/Score',
             evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.SerializeToString,
             evoskill_dot_reward_dot_v1_dot_reward__pb2.RewardBreakdown.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ScoreBatch(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/evoskill.reward.v1.RewardService/ScoreBatch',
-            evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreBatchRequest.SerializeToString,
-            evoskill_dot_reward_dot_v1_dot_reward__pb2.ScoreBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -18,20 +18,24 @@ class Probe(_message.Message):
     def __init__(self, actions: _Optional[_Iterable[str]] = ..., rollout_depth: _Optional[int] = ..., rollout_seed: _Optional[int] = ...) -> None: ...
 
 class ProbeResult(_message.Message):
-    __slots__ = ("transition", "observation", "templates", "state_key", "rollout_return", "rollout_steps")
+    __slots__ = ("transition", "observation", "templates", "state_key", "rollout_return", "rollout_steps", "rollout_outcome", "rollout_final_score")
     TRANSITION_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATES_FIELD_NUMBER: _ClassVar[int]
     STATE_KEY_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_RETURN_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_STEPS_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_FINAL_SCORE_FIELD_NUMBER: _ClassVar[int]
     transition: _common_pb2.Transition
     observation: _common_pb2.Observation
     templates: _containers.RepeatedScalarFieldContainer[str]
     state_key: str
     rollout_return: float
     rollout_steps: int
-    def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., templates: _Optional[_Iterable[str]] = ..., state_key: _Optional[str] = ..., rollout_return: _Optional[float] = ..., rollout_steps: _Optional[int] = ...) -> None: ...
+    rollout_outcome: float
+    rollout_final_score: float
+    def __init__(self, transition: _Optional[_Union[_common_pb2.Transition, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., templates: _Optional[_Iterable[str]] = ..., state_key: _Optional[str] = ..., rollout_return: _Optional[float] = ..., rollout_steps: _Optional[int] = ..., rollout_outcome: _Optional[float] = ..., rollout_final_score: _Optional[float] = ...) -> None: ...
 
 class SimulateRequest(_message.Message):
     __slots__ = ("session_id", "probes", "gamma")

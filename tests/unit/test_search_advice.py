@@ -1,4 +1,4 @@
-"""Memory hints: retrieved experiences become a bounded logit bonus per candidate action."""
+"""Advice on the priors: θ, retrieved memories and an outside ranking as composable transforms."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evoskill.core.search.advice import memory_bonus, with_logit_bonus
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.memory_hints import memory_bonus, with_logit_bonus
 
 
 def scored(action: str, similarity: float, *, success: bool = False, reward: float = 0.0,

@@ -1,0 +1,171 @@
+"""Quality benchmark: the issue's table for one suite, as one command.
+
+    evoskill bench quality --suite cooking-easy --json quality-cooking-easy.json [--quick] [--seeds 3]
+
+1. The offline library: the suite's train-fold gold paths (`evoskill demos`, worker processes), once.
+2. Per training seed, a fresh embedded stack (the outer-loop benchmark's): `evoskill library import` the
+   library, `evoskill library train` θ on it for the suite's gradient steps (behaviour cloning), then, where
+   the suite has them, TrainingWorkflow epochs of online search starting from that θ (`evoskill train
+   --policy`); θ is evaluated on the test fold with search (policy+mcts) and alone (policy, greedy).
+3. Random and uniform-prior MCTS at the same simulations on the same test games, once (they do not depend
+   on θ), on the first seed's stack.
+
+Every figure is a subprocess of the public CLI, as in the outer-loop benchmark; their logs and JSON reports
+stay under `--work-dir`. `--set group.name=value` (e.g. `learner.encoder=reader`) reaches every process
+of every stack as EVOSKILL_GROUP__NAME, as do EVOSKILL_* variables already set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from evoskill.bench.outer_loop import AgentRow, EvalArgs, _cli, evaluate, play_baseline_rows, stack
+from evoskill.bench.suites import Budget, Suite
+from evoskill.platform.config import Settings
+
+
+def setting_overrides(pairs: list[str]) -> dict[str, str]:
+    """`group.name=value` pairs as the environment variables that set them, each checked against Settings."""
+    out: dict[str, str] = {}
+    defaults = Settings()
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        group, dot, name = key.strip().partition(".")
+        if not eq or not dot:
+            raise ValueError(f"--set {pair!r}: expected group.name=value, e.g. learner.lr=0.001")
+        model = getattr(defaults, group, None)
+        if not isinstance(model, BaseModel):
+            groups = [k for k, v in defaults if isinstance(v, BaseModel)]
+            raise ValueError(f"--set {pair!r}: no settings group {group!r}; groups: {', '.join(groups)}")
+        if name not in type(model).model_fields:
+            raise ValueError(f"--set {pair!r}: {group} has no setting {name!r}; "
+                             f"it has {', '.join(type(model).model_fields)}")
+        try:
+            type(model).model_validate({**model.model_dump(), name: value})
+        except ValidationError as exc:
+            raise ValueError(f"--set {pair!r}: {exc.errors()[0]['msg']}") from None
+        out[f"EVOSKILL_{group.upper()}__{name.upper()}"] = value
+    return out
+
+
+def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overrides: dict[str, str],
+                      work_dir: Path, json_path: Path | None) -> dict[str, Any]:
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    budget = suite.pick(quick)
+    args = EvalArgs(suite.env, budget.test_episodes, budget.max_steps, budget.parallel)
+    console.print(f"[bold]{suite.name}[/] ({suite.env}){' --quick' if quick else ''}: {budget.describe()}")
+    started = time.perf_counter()
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    library, log, plain = work_dir / "library.jsonl", work_dir / "bench.log", dict(os.environ, **overrides)
+    _cli("demos", "--env", suite.env, "--fold", "train", "--episodes", str(budget.library_episodes), "--workers",
+         str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"), env=plain, log=log)
+    demos = json.loads((work_dir / "demos.json").read_text())
+    wall = {"library_s": time.perf_counter() - started}
+    console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps) in "
+                  f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")
+
+    theta_search, theta_alone = AgentRow("θ + MCTS (policy+mcts)", budget.simulations), AgentRow("θ alone (policy)", 0)
+    baselines = [AgentRow("random", 0), AgentRow("uniform-prior MCTS", budget.simulations)]
+    trained: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        folder = work_dir / f"seed-{seed}"
+        seed_started = time.perf_counter()
+        with stack(folder, overrides) as env:
+            version, losses = train_theta(suite.env, budget, seed, library, env, folder)
+            for row, agent in ((theta_search, "policy+mcts"), (theta_alone, "policy")):
+                row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
+            trained.append({"seed": seed, "policy_version": version, "losses": losses})
+            console.print(f"seed {seed}: θ {version}: with search {theta_search.success[-1]:.0%}, "
+                          f"alone {theta_alone.success[-1]:.0%}")
+            if seed == 0:
+                play_baseline_rows(args, baselines, env, folder)
+        wall[f"seed_{seed}_s"] = time.perf_counter() - seed_started
+    wall["total_s"] = time.perf_counter() - started
+    result = quality_summary(suite, quick, [*baselines, theta_search, theta_alone], demos, trained, wall, overrides)
+    show_quality(console, result)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2))
+        console.print(f"wrote {json_path}")
+    return result
+
+
+def train_theta(env_spec: str, budget: Budget, seed: int, library: Path, env: dict[str, str],
+                folder: Path) -> tuple[str, dict[str, float]]:
+    """θ of one seed on the stack `env` reaches: the library imported, behaviour cloning on it, then the
+    online epochs where the budget has them. Returns the last version and the cloning's losses."""
+    log = folder / "bench.log"
+    _cli("library", "import", str(library), env=env, log=log)
+    # Seed 0 would keep the learner's own draws: every training seed reseeds them (seed + 1).
+    _cli("library", "train", "--steps", str(budget.gradient_steps), "--batch-size", str(budget.batch_size),
+         "--seed", str(seed + 1), "--json", str(folder / "train.json"), env=env, log=log)
+    reply = json.loads((folder / "train.json").read_text())
+    version = str(reply["policy_version"])
+    if budget.online_epochs:
+        report_dir = folder / "report"
+        _cli("train", *budget.train_args(env_spec, version, seed), "--workflow-id", f"quality-{seed}",
+             "--report-dir", str(report_dir), env=env, log=log)
+        version = str(json.loads((report_dir / "report.json").read_text())["policy_version"])
+    return version, {k: float(v) for k, v in reply.get("losses", {}).items()}
+
+
+def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict[str, Any],
+                    trained: list[dict[str, Any]], wall: dict[str, float], overrides: dict[str, str]) -> dict[str, Any]:
+    agents = []
+    for row in rows:
+        entry: dict[str, Any] = {"agent": row.agent, "simulations": row.simulations, "runs": len(row.success)}
+        for name in ("success", "score", "env_steps"):
+            values = getattr(row, name)
+            mean, sd = row.mean_sd(values) if values else (0.0, 0.0)
+            entry.update({name: values, f"{name}_mean": mean, f"{name}_sd": sd})
+        agents.append(entry)
+    by_agent = {a["agent"]: a for a in agents}
+    random_row, uniform, theta_search, theta_alone = (by_agent[r.agent] for r in rows)
+    return {
+        "suite": suite.to_json(quick), "env": suite.env, "seeds": [t["seed"] for t in trained], "settings": overrides,
+        "library": demos, "trained": trained, "agents": agents, "wall_time_s": wall,
+        "within_budget": wall.get("total_s", 0.0) <= suite.pick(quick).wall_time_s,
+        "comparisons": {
+            "theta_search_minus_uniform_success": theta_search["success_mean"] - uniform["success_mean"],
+            "theta_search_minus_uniform_score": theta_search["score_mean"] - uniform["score_mean"],
+            "theta_alone_minus_random_success": theta_alone["success_mean"] - random_row["success_mean"],
+            "theta_alone_minus_random_score": theta_alone["score_mean"] - random_row["score_mean"],
+        },
+    }
+
+
+def show_quality(console: Console, result: dict[str, Any]) -> None:
+    suite = result["suite"]
+    budget = Budget(**suite["budget"])
+    table = Table(title=f"{suite['name']}{' (quick)' if suite['quick'] else ''}: {result['env']}, "
+                        f"test fold, seeds {result['seeds']}")
+    for column in ("agent", "simulations", "runs", "success mean ± sd", "score mean ± sd", "env steps mean ± sd"):
+        table.add_column(column)
+    for a in result["agents"]:
+        table.add_row(a["agent"], str(a["simulations"] or "–"), str(a["runs"]),
+                      f"{a['success_mean']:.0%} ± {a['success_sd']:.0%}",
+                      f"{a['score_mean']:.3f} ± {a['score_sd']:.3f}",
+                      f"{a['env_steps_mean']:.0f} ± {a['env_steps_sd']:.0f}")
+    console.print(table)
+    wall = result["wall_time_s"]
+    console.print(f"budget: {budget.describe()}")
+    console.print(f"wall time: {wall.get('total_s', 0.0) / 60:.1f} min (library {wall.get('library_s', 0.0):.0f}s)"
+                  f"{'' if result['within_budget'] else ' — over the budget'}; baselines are played once "
+                  "(they do not depend on θ)")
+    c = result["comparisons"]
+    console.print(f"θ+MCTS − uniform MCTS: {c['theta_search_minus_uniform_success']:+.0%} success, "
+                  f"{c['theta_search_minus_uniform_score']:+.3f} score · θ alone − random: "
+                  f"{c['theta_alone_minus_random_success']:+.0%} success, "
+                  f"{c['theta_alone_minus_random_score']:+.3f} score")
+    if suite.get("note"):
+        console.print(suite["note"])

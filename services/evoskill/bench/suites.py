@@ -1,0 +1,120 @@
+"""The quality suites of `evoskill bench quality` (issue 11), as data: each environment with its budget, full
+and `--quick`.
+
+The test fold is never trained or tuned on: the library holds train-fold gold paths only, the online
+epochs play train-fold games and evaluate on dev, and the agents are measured on the test fold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Budget:
+    library_episodes: int  # train-fold gold paths in the offline library (seeds 0..N-1)
+    gradient_steps: int  # learner Train steps on the library (behaviour cloning)
+    test_episodes: int  # test-fold games per agent (seeds 0..N-1)
+    max_steps: int  # real steps per test game at most
+    simulations: int  # of θ + MCTS and of the uniform-prior MCTS it is compared with
+    wall_time_s: float  # what the whole run (every seed, every agent) may take on the 2-core machine
+    batch_size: int = 0  # 0 = learner.batch_size
+    online_epochs: int = 0  # TrainingWorkflow epochs of search after the library (0 = none)
+    episodes_per_epoch: int = 8
+    train_simulations: int = 8  # search of the online epochs
+    parallel: int = 2  # test games played at once
+
+    def train_args(self, env: str, policy: str, seed: int) -> list[str]:
+        """`evoskill train` arguments of the online epochs, starting from θ `policy`."""
+        return ["--env", env, "--policy", policy, "--seed", str(seed), "--epochs", str(self.online_epochs),
+                "--episodes-per-epoch", str(self.episodes_per_epoch), "--eval-episodes", "2",
+                "--simulations", str(self.train_simulations), "--max-steps", str(self.max_steps),
+                "--train-steps", str(max(self.gradient_steps // 10, 1)), "--batch-size", str(self.batch_size)]
+
+    def describe(self) -> str:
+        online = (f", then {self.online_epochs} online epochs × {self.episodes_per_epoch} games at "
+                  f"{self.train_simulations} simulations") if self.online_epochs else ""
+        return (f"library {self.library_episodes} gold paths, {self.gradient_steps} gradient steps{online}; "
+                f"{self.test_episodes} test games ≤ {self.max_steps} steps, {self.simulations} simulations; "
+                f"wall time budget {self.wall_time_s / 60:.0f} min")
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    env: str
+    budget: Budget
+    quick: Budget
+    note: str = ""
+
+    def pick(self, quick: bool) -> Budget:
+        return self.quick if quick else self.budget
+
+    def to_json(self, quick: bool) -> dict[str, Any]:
+        return {"name": self.name, "env": self.env, "quick": quick, "note": self.note,
+                "budget": asdict(self.pick(quick))}
+
+
+COOKING_EASY = ("twx:cookingworld?numLocations=1,numIngredients=2,numDistractorItems=3,includeDoors=0,"
+                "limitInventorySize=0")
+_TWX = Budget(library_episodes=1000, gradient_steps=2000, test_episodes=20, max_steps=50, simulations=32,
+              wall_time_s=3600)
+_QUICK = Budget(library_episodes=40, gradient_steps=100, test_episodes=3, max_steps=30, simulations=4,
+                wall_time_s=300)
+_TW = replace(_TWX, library_episodes=200)  # tw-make builds each game once (seconds a game), then caches it
+# EMPO²'s ScienceWorld protocol: the first 5 train variations, the first 20 test variations, step cap 30.
+_SW = Budget(library_episodes=5, gradient_steps=1000, test_episodes=20, max_steps=30, simulations=8, wall_time_s=720)
+_SW_QUICK = replace(_QUICK, library_episodes=2, test_episodes=2)
+_SW_STEP_CAPS = {"boil": 100, "measure-melting-point-known-substance": 120, "grow-plant": 60, "chemistry-mix": 60}
+SCIENCEWORLD_TASKS = ("boil", "measure-melting-point-known-substance",
+                      "power-component-renewable-vs-nonrenewable-energy", "find-animal", "grow-plant", "chemistry-mix",
+                      "lifespan-shortest-lived", "identify-life-stages-1", "inclined-plane-determine-angle",
+                      "mendelian-genetics-known-plant")
+_SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors (mean over the 10 tasks): "
+            "EMPO² 75.9, GRPO 33.2, Reflexion 17.1, DRRN 17")
+
+SUITES: dict[str, Suite] = {s.name: s for s in [
+    Suite("cooking-easy", COOKING_EASY, _TWX, _QUICK),
+    Suite("cooking-hard", "twx:cookingworld", replace(_TWX, max_steps=80), _QUICK),
+    Suite("coin", "twx:coin", _TWX, _QUICK),
+    Suite("simonsays", "twx:simonsays", _TWX, _QUICK),
+    Suite("peckingorder", "twx:peckingorder", _TWX, _QUICK),
+    Suite("tw-treasure-hunter", "tw:tw-treasure_hunter?level=10", _TW, _QUICK),
+    Suite("tw-simple", "tw:tw-simple?rewards=balanced,goal=detailed", _TW, _QUICK),
+    *(Suite(f"scienceworld-{task}", f"sciworld:{task}?easy=1",
+            replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE) for task in SCIENCEWORLD_TASKS),
+]}
+
+
+def resolve(name: str | None, env: str | None) -> Suite:
+    """The suite `name`, on `env` where given (the same protocol and budget); `env` alone takes the
+    TextWorldExpress budget."""
+    if name is None:
+        if not env:
+            raise ValueError("give --suite NAME or --env SPEC")
+        return Suite(f"custom:{env}", env, _TWX, _QUICK)
+    suite = SUITES.get(name)
+    if suite is None:
+        raise ValueError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
+    return replace(suite, env=env) if env else suite
+
+
+def with_budget(suite: Suite, quick: bool, pairs: list[str]) -> Suite:
+    """`suite` with the budget it runs (full or quick) changed by `name=value` pairs (`simulations=8`); the
+    summary records the budget that ran, so a smaller run never passes for the suite's own."""
+    budget = suite.pick(quick)
+    types = {f.name: f.type for f in fields(Budget)}
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or name not in types:
+            raise ValueError(f"--budget {pair!r}: expected name=value with a name among {', '.join(types)}")
+        try:
+            changes[name] = float(value) if types[name] in (float, "float") else int(value)
+        except ValueError:
+            raise ValueError(f"--budget {pair!r}: {value!r} is not a number") from None
+        if changes[name] < 0:
+            raise ValueError(f"--budget {pair!r}: must not be negative")
+    changed = replace(budget, **changes)
+    return replace(suite, quick=changed) if quick else replace(suite, budget=changed)

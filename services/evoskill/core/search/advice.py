@@ -1,0 +1,109 @@
+"""Advice on the search's priors as small composable transforms (mctx style): each maps one batch's
+evaluation to a better one, and the search model applies them in order, starting from uniform priors and
+value 0. θ gives the priors and the value of every state; outside advice (retrieved memories, an LLM's
+ranking) tilts the root's priors by a bounded logit bonus and never removes a candidate.
+
+Memories (seed 004 §2.2: memory guides the search): each retrieved experience votes for the action it
+took, in proportion to how similar its state is to this one: +similarity when its episode succeeded,
+similarity * tanh(reward) otherwise (a failed step with a negative reward votes against). An experience
+whose action differs but whose template (skill) matches votes with `template_share` of that. Each action's
+votes are summed, clipped to [-1, 1] and scaled by `weight`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from evoskill.core.search.types import Evaluation
+from evoskill.core.state_text import state_text
+from evoskill.memory.v1 import memory_pb2
+
+if TYPE_CHECKING:
+    from evoskill.core.search.model import Path, SearchModel
+
+Advice = Callable[["SearchModel", Sequence["Path"], Evaluation], Evaluation]
+# (goal, observation, actions, templates) per state -> (logits per state, values)
+PolicyFn = Callable[[Sequence[tuple[str, str, Sequence[str], Sequence[str]]]], tuple[list[np.ndarray], np.ndarray]]
+# (goal with notes, observation, the root's candidates) -> a logit bonus per candidate
+RankFn = Callable[[str, str, Sequence[str]], np.ndarray]
+
+
+def theta(policy: PolicyFn) -> Advice:
+    """θ's priors and value; each state as the learner saw it in training (`state_text`: feedback, room,
+    inventory, notes; `candidate_text`: the candidates marked where they lead back to a visited state)."""
+
+    def advise(model: SearchModel, states: Sequence[Path], evaluation: Evaluation) -> Evaluation:
+        inputs = [(*state_text(model.observation(s), model.notes_at(s)), *model.candidates(s)) for s in states]
+        logits, values = policy(inputs)
+        if evaluation.logits is not None:
+            logits = [np.asarray(prior) + row for prior, row in zip(evaluation.logits, logits, strict=True)]
+        return Evaluation(logits, np.asarray(evaluation.values, dtype=np.float64) + values)
+
+    return advise
+
+
+def root_bonus(bonus_at: Callable[[SearchModel], np.ndarray]) -> Advice:
+    """A logit bonus per root candidate, computed when the root is evaluated (once per search)."""
+
+    def advise(model: SearchModel, states: Sequence[Path], evaluation: Evaluation) -> Evaluation:
+        if () not in states:
+            return evaluation
+        at = list(states).index(())
+        logits: list[np.ndarray | None] = [None] * len(states) if evaluation.logits is None else list(evaluation.logits)
+        logits[at] = with_logit_bonus(logits[at], bonus_at(model))
+        return Evaluation([np.zeros(len(model.actions(s))) if row is None else row
+                           for s, row in zip(states, logits, strict=True)], evaluation.values)
+
+    return advise
+
+
+def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float) -> Advice:
+    """Experiences retrieved for the root's state vote for its candidates (see the module docstring)."""
+    return root_bonus(lambda model: memory_bonus(model.actions(()), model.templates(()), retrieved, weight=weight))
+
+
+def ranking(rank: RankFn) -> Advice:
+    """An outside ranking of the root's candidates (an LLM's) from what θ reads of the root."""
+    return root_bonus(lambda model: rank(*state_text(model.observation(()), model.notes), model.actions(())))
+
+
+def memory_bonus(
+    actions: Sequence[str],
+    templates: Sequence[str],
+    memories: Sequence[memory_pb2.ScoredExperience],
+    *,
+    weight: float = 1.0,
+    template_share: float = 0.3,
+) -> np.ndarray:
+    """A logit bonus per candidate action (aligned with `actions`), from experiences retrieved for this state."""
+    if len(templates) != len(actions):
+        raise ValueError(f"{len(actions)} actions but {len(templates)} templates")
+    votes = np.zeros(len(actions), dtype=np.float64)
+    by_action = {a: i for i, a in enumerate(actions)}
+    by_template: dict[str, list[int]] = {}
+    for i, template in enumerate(templates):
+        if template:
+            by_template.setdefault(template, []).append(i)
+    for scored in memories:
+        experience = scored.experience
+        similarity = max(scored.similarity, 0.0)  # dissimilar states say nothing about this one
+        vote = similarity * (1.0 if experience.success else math.tanh(experience.reward))
+        if experience.action in by_action:
+            votes[by_action[experience.action]] += vote
+        elif experience.template:
+            for i in by_template.get(experience.template, ()):
+                votes[i] += template_share * vote
+    return weight * np.clip(votes, -1.0, 1.0)
+
+
+def with_logit_bonus(logits: np.ndarray | None, bonus: np.ndarray) -> np.ndarray:
+    """Add the bonus to one state's logits (None = uniform priors, i.e. zeros)."""
+    if logits is None:
+        return bonus.astype(np.float32)
+    out = np.asarray(logits, dtype=np.float32).copy()
+    out[: len(bonus)] += bonus.astype(np.float32)
+    return out

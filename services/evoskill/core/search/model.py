@@ -1,0 +1,200 @@
+"""The search's environment model (mctx's `recurrent_fn`): a sandbox session seen through `simulate`,
+its steps scored in-process, given to `search` as plain callables.
+
+A search state is the path of actions from the session's current state. `simulate(probes, gamma) ->
+(results, env_steps)` is what the sandbox's `Simulate` answers (`EnvHost.simulate` in-process): each probe
+steps a path from the session's state and may roll out after it. `score` is the reward service's own
+function (`core.reward.Scorer`), called here without a round trip: `score.total(transition)` for the edges
+search takes, `score.rollout(...)` for the rollouts. The model owns:
+
+- pruning: when a node is created, its children are stepped in one `simulate` if there are at most
+  `prefetch_children` of them, and the actions whose child is the same state (`core.state_key`) are
+  dropped: in a deterministic world such an edge is a self-loop that only burns a step (inventory, look,
+  closing a closed door). Where all are no-ops they stay, each a dead end costing `noop_penalty`. The new
+  nodes of one search round share one call (`step_batch`).
+- revisit shaping: an edge into a state the episode (`visited`) or the path has been in costs
+  `revisit_penalty`, so that undoing an action (close after open, walking back) never pays for itself.
+- transposition keys: (depth, state key). Equal states at equal depth merge; a state reached again deeper
+  down is a new node, so the tree never has a cycle.
+- leaf values: (1 - value_mix) * the advised value + value_mix * the return of the one rollout
+  (`core.rollout`), which the sandbox runs next to the environment (one `simulate` per batch of leaves).
+- one reward scale, the reward service's: edges are its totals (and the shaping above, in its units), a
+  rollout is valued by `Scorer.rollout` (its score gain weighted as the score_gain term, a win or a loss as
+  the last step of an episode), and θ's value head regresses returns of the same totals (`core.learn.data`).
+- priors: uniform, then each of `advice` in order (`core.search.advice`: θ, memories, an LLM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evoskill.common.v1 import common_pb2
+from evoskill.core.reward import Scorer
+from evoskill.core.search.advice import Advice
+from evoskill.core.search.mcts import SearchResult, search
+from evoskill.core.search.types import Evaluation, Root, Transition
+from evoskill.core.search_config import SearchConfig
+from evoskill.core.state_text import candidate_text, notes_along
+from evoskill.sandbox.v1 import sandbox_pb2
+
+Path = tuple[str, ...]
+SimulateFn = Callable[[list[sandbox_pb2.Probe], float], tuple[Sequence[sandbox_pb2.ProbeResult], int]]
+ROLLOUT_SEED_STRIDE = 1_000_003  # rollout seeds of different searches never meet
+
+
+@dataclass
+class SearchModel:
+    simulate: SimulateFn
+    score: Scorer
+    config: SearchConfig = field(default_factory=SearchConfig)
+    visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
+    notes: str = ""  # what the episode has read so far (θ's state text carries it)
+    advice: list[Advice] = field(default_factory=list)
+    nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
+    rewards: dict[Path, float] = field(default_factory=dict)
+    useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
+    template_ids: dict[str, int] = field(default_factory=dict)
+    env_steps: int = 0
+    _rollouts: int = 0
+
+    def run(self) -> SearchResult:
+        """One search from the session's state, with this model as its environment and evaluator."""
+        return search(self.root(), self.step, self.config, self.evaluate, step_batch=self.step_batch)
+
+    # -- the state space ------------------------------------------------------------------------------
+    def root(self) -> Root:
+        if () not in self.nodes:
+            (self.nodes[()],) = self._simulate([sandbox_pb2.Probe()])
+            self._open([()])
+        return Root((), len(self.useful[()]), self.key(()), self._template_ids(()))
+
+    def key(self, path: Path) -> tuple[int, str]:
+        """The transposition key: the depth and the state's identity."""
+        return len(path), self.nodes[path].state_key
+
+    def observation(self, path: Path) -> common_pb2.Observation:
+        return self.nodes[path].observation
+
+    def actions(self, path: Path) -> Sequence[str]:
+        """The actions search considers at `path` (no-ops dropped); index i is the core's action i."""
+        return self.useful[path]
+
+    def templates(self, path: Path) -> list[str]:
+        """The template (skill) of each action search considers at `path`."""
+        result = self.nodes[path]
+        by_action = dict(zip(result.observation.valid_actions, result.templates, strict=True))
+        return [by_action[a] for a in self.useful[path]]
+
+    def notes_at(self, path: Path) -> str:
+        """The notes at `path`: the episode's, replaced by a document read on the way."""
+        return notes_along(self.notes, path, [self.nodes[path[:k + 1]].observation.text for k in range(len(path))])
+
+    def seen(self, path: Path, actions: Sequence[str] | None = None) -> list[bool]:
+        """Per action at `path` (default: the ones search considers): it leads to a state the episode or
+        the path has been in; False where the child was never stepped (too many actions to prefetch)."""
+        return [(*path, a) in self.nodes and self._visited_before((*path, a))
+                for a in (self.useful[path] if actions is None else actions)]
+
+    def candidates(self, path: Path) -> tuple[list[str], list[str]]:
+        """(texts θ reads, templates) of the actions search considers at `path`."""
+        texts = [candidate_text(a, s) for a, s in zip(self.useful[path], self.seen(path), strict=True)]
+        return texts, self.templates(path)
+
+    def reward(self, path: Path) -> float:
+        """The reward of the step into `path`, scored the first time search takes it."""
+        reward = self.rewards.get(path)
+        if reward is None:
+            reward = self.rewards[path] = self.score.total(self.nodes[path].transition)
+        return reward
+
+    # -- `search`'s callables -------------------------------------------------------------------------
+    def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition]:
+        paths = [(*state, self.actions(state)[action]) for state, action in edges]
+        self._step_paths(paths)  # only the children of nodes with too many actions to prefetch
+        fresh = [p for p in dict.fromkeys(paths) if p not in self.useful and not self.nodes[p].observation.done]
+        self._open(fresh)
+        return [self._transition(state, path) for (state, _), path in zip(edges, paths, strict=True)]
+
+    def step(self, state: Path, action: int) -> Transition:
+        (transition,) = self.step_batch([(state, action)])
+        return transition
+
+    def advise(self, states: Sequence[Path]) -> Evaluation:
+        """Priors and values from the advice alone (no rollouts): what θ alone acts on."""
+        evaluation = Evaluation(None, np.zeros(len(states)))
+        for advise in self.advice:
+            evaluation = advise(self, states, evaluation)
+        return evaluation
+
+    def evaluate(self, states: Sequence[Path]) -> Evaluation:
+        evaluation = self.advise(states)
+        mix = self.config.value_mix
+        values = (1.0 - mix) * np.asarray(evaluation.values, dtype=np.float64)
+        if mix > 0 and self.config.rollout_depth > 0:
+            values = values + mix * self._rollout_returns(states)
+        return Evaluation(evaluation.logits, values)
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _simulate(self, probes: list[sandbox_pb2.Probe]) -> Sequence[sandbox_pb2.ProbeResult]:
+        if not probes:
+            return []
+        results, steps = self.simulate(probes, self.config.gamma)
+        self.env_steps += steps
+        return results
+
+    def _template_ids(self, path: Path) -> list[int]:
+        return [self.template_ids.setdefault(t, len(self.template_ids)) for t in self.templates(path)]
+
+    def _step_paths(self, paths: list[Path]) -> None:
+        paths = [p for p in dict.fromkeys(paths) if p not in self.nodes]
+        for path, result in zip(paths, self._simulate([sandbox_pb2.Probe(actions=p) for p in paths]), strict=True):
+            self.nodes[path] = result
+
+    def _open(self, parents: list[Path]) -> None:
+        """Step the children of new nodes (where few enough) and keep the actions that change something."""
+        limit = self.config.prefetch_children
+        small = [p for p in parents if len(self.nodes[p].observation.valid_actions) <= limit]
+        self._step_paths([(*p, a) for p in small for a in self.nodes[p].observation.valid_actions])
+        for parent in parents:
+            actions = list(self.nodes[parent].observation.valid_actions)
+            if parent in small:
+                effective = [a for a in actions if self._changes((*parent, a))]
+                actions = effective or actions  # all no-ops: keep them, each a dead end (see _transition)
+            self.useful[parent] = actions
+
+    def _changes(self, path: Path) -> bool:
+        """The last action of `path` changes the world's state or the notes: reading a document anew leaves
+        the room as it was but not the agent (θ alone could never read the recipe otherwise)."""
+        return (self.nodes[path].state_key != self.nodes[path[:-1]].state_key
+                or self.notes_at(path) != self.notes_at(path[:-1]))
+
+    def _visited_before(self, path: Path) -> bool:
+        if self.notes_at(path) != self.notes_at(path[:-1]):
+            return False  # the same room, but the agent knows more than it did there
+        key = self.nodes[path].state_key
+        return key in self.visited or any(self.nodes[path[:k]].state_key == key for k in range(len(path)))
+
+    def _transition(self, state: Path, path: Path) -> Transition:
+        result = self.nodes[path]
+        reward = self.reward(path)
+        if not self._changes(path):
+            # Nothing changed: a self-loop that only burns a step, so search treats it as a dead end
+            # that costs `noop_penalty` (terminal, so it never looks better than stopping early).
+            return Transition(path, min(reward, -self.config.noop_penalty), True, None, 0, None)
+        if self.config.revisit_penalty and self._visited_before(path):
+            reward -= self.config.revisit_penalty
+        done = result.observation.done
+        return Transition(path, reward, done, self.key(path),
+                          0 if done else len(self.useful[path]), None if done else self._template_ids(path))
+
+    def _rollout_returns(self, states: Sequence[Path]) -> np.ndarray:
+        probes = []
+        for state in states:
+            self._rollouts += 1
+            probes.append(sandbox_pb2.Probe(actions=state, rollout_depth=self.config.rollout_depth,
+                                            rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts))
+        return np.array([self.score.rollout(r.rollout_return - r.rollout_outcome, r.rollout_outcome,
+                                            r.rollout_final_score) for r in self._simulate(probes)])

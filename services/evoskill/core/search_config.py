@@ -1,0 +1,168 @@
+"""`SearchConfig`: every setting of one search, the one type the settings file (`search.*`), the planner's
+request (`planner.v1.SearchConfig`), the search kernels and the search model all use.
+
+The defaults are the product's. The kernels read the tree knobs (PUCT, noise, widening, batching); the
+environment model (`core.search.model`) reads the leaf values (`value_mix`, `rollout_depth`), the pruning
+and the shaping; the planner reads the advice and the episode length. `from_proto` / `to_proto` are its
+one mapping to the wire, where an unset field means "the service's setting".
+
+Outside `core/search` so that reading the settings never loads the numba kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evoskill.core.errors import InvalidInput
+from evoskill.planner.v1 import planner_pb2
+
+# Proto fields named and typed like the settings (the rest: `unvisited` below; agent and policy_version
+# choose who acts, not how search works).
+_PLAIN_FIELDS = (
+    "num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix",
+    "early_stop_fraction", "max_children", "widening_k", "widening_alpha", "hierarchical", "transpositions",
+    "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
+    "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
+    "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale",
+)
+NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
+
+
+def _number(value: int | float | str) -> float | None:
+    """A setting as a number (environment variables arrive as text); None where it is none."""
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+class InvalidSearchConfig(ValidationError, InvalidInput):
+    """A bad search setting. Bad input at a service edge (INVALID_ARGUMENT), and still pydantic's error, so
+    that inside `Settings` the message names the setting and its variable."""
+
+    def __str__(self) -> str:
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'search config'}: {e['msg']} (got {e.get('input')!r})"
+                         for e in self.errors())
+
+
+class SearchConfig(BaseModel):
+    """Seed 000 §4's MCTS parameters (defaults inside the suggested ranges) and the engineering ones.
+
+    PUCT: score(s,a) = Q(s,a) + c_puct * P(s,a) * sqrt(N(s)) / (1 + N(s,a)), with N(s) the node's visit
+    count (the expansion counts as one visit, as in mctx) and Q(s,a) = r(s,a) + gamma * V(child).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, **settings: Any) -> None:
+        try:
+            super().__init__(**settings)
+        except ValidationError as error:
+            details: list[Any] = error.errors()  # ErrorDetails carry every key InitErrorDetails needs
+            raise InvalidSearchConfig.from_exception_data(error.title, details) from None
+
+    num_simulations: int = Field(64, ge=1, description="Simulations per real step (seed range 50-2000)")
+    c_puct: float = Field(1.414, description="Exploration weight of PUCT (1.0-2.5)")
+    dirichlet_alpha: float = Field(0.3, description="Dirichlet noise concentration at the root")
+    dirichlet_weight: float = Field(
+        0.25, ge=0.0, le=1.0, description="Share of the root prior replaced by noise (0 = no noise)"
+    )
+    rollout_depth: int = Field(10, ge=0, description="Steps of a rollout from a leaf (5-20; 0 = no rollouts)")
+    gamma: float = Field(0.97, ge=0.0, le=1.0, description="Discount factor (0.95-0.99)")
+    value_mix: float = Field(
+        1.0, ge=0.0, le=1.0,
+        description="Leaf value = (1-mix)*value network + mix*rollout return (1 = rollouts only, no θ needed)",
+    )
+    policy_value_mix: float = Field(
+        0.5, ge=0.0, le=1.0,
+        description="value_mix of the policy+mcts agent, whose θ has a value head (a request's value_mix wins)",
+    )
+    early_stop_fraction: float | None = Field(
+        0.8, gt=0.0, description="Stop when one root action holds this share of visits (1 or null = never)"
+    )
+    max_children: int | None = Field(None, ge=1, description="Hard cap on children considered per node (0 = off)")
+    widening_k: float | None = Field(
+        None, gt=0.0, description="Progressive widening: consider ceil(k*N^alpha) children (0 = off)"
+    )
+    widening_alpha: float = Field(0.5, description="Progressive widening exponent")
+    hierarchical: bool = Field(False, description="Template-first expansion: pick a skill, then its arguments")
+    transpositions: bool = Field(True, description="Share nodes reached by different paths to the same state")
+    batch_size: int = Field(8, ge=1, description="Leaves evaluated together under virtual loss")
+    virtual_loss: float = Field(1.0, description="Each in-flight visit counts as returning -virtual_loss (Q units)")
+    unvisited_q: Literal["parent"] | float = Field(
+        "parent", description="Q of unvisited children: 'parent' (the parent's value) or a constant"
+    )
+    normalize_q: bool = Field(True, description="Min-max normalise Q over the search (MuZero's MinMaxStats)")
+    max_depth: int = Field(64, ge=1, description="Selection stops at this depth (guards cycles through transpositions)")
+    seed: int = Field(0, description="Noise and rollout seed (episodes derive one per real step)")
+    prefetch_children: int = Field(
+        32, ge=0,
+        description="Step all children of a new node in one sandbox call when it has at most this many actions; "
+        "search then drops the actions that change nothing",
+    )
+    noop_penalty: float = Field(1.0, description="Search-time cost of an action that changes nothing (a dead end)")
+    revisit_penalty: float = Field(
+        0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
+    )
+    memory_weight: float = Field(
+        0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"
+    )
+    memory_limit: int = Field(8, ge=0, description="Experiences retrieved per real step when memory_weight > 0")
+    max_episode_steps: int = Field(50, ge=1, description="Real steps before an episode is cut off")
+    algorithm: Literal["puct", "gumbel"] = Field(
+        "puct", description="puct, or gumbel: Gumbel MuZero (core/search/gumbel.py), whose improved policy, not "
+        "its visit counts, is θ's target; the PUCT knobs (c_puct, noise, early stop, widening, template-first, "
+        "batch_size: a halving level is one batch) do not apply to it",
+    )
+    gumbel_max_actions: int = Field(16, ge=1, description="Gumbel: root actions sampled for sequential halving")
+    gumbel_c_visit: float = Field(
+        50.0, ge=0.0, description="Gumbel: sigma(q) = (c_visit + max N) * c_scale * q, q min-max normalised"
+    )
+    gumbel_c_scale: float = Field(0.1, gt=0.0, description="Gumbel: see gumbel_c_visit")
+    gumbel_scale: float = Field(
+        1.0, ge=0.0, description="Gumbel: scale of the root's Gumbel noise (0 = the top actions by prior)"
+    )
+
+    @field_validator("max_children", "widening_k", mode="before")
+    @classmethod
+    def _zero_is_off(cls, value: Any) -> Any:
+        return None if isinstance(value, int | float | str) and _number(value) == 0 else value
+
+    @field_validator("early_stop_fraction", mode="before")
+    @classmethod
+    def _whole_budget_is_off(cls, value: Any) -> Any:
+        # A fraction of 1 never stops early (the leader cannot be sure before the last simulation).
+        number = _number(value) if isinstance(value, int | float | str) else None
+        return None if number is not None and number >= 1.0 else value
+
+    @model_validator(mode="after")
+    def _noise_needs_concentration(self) -> SearchConfig:
+        if self.dirichlet_weight > 0 and self.dirichlet_alpha <= 0:
+            raise ValueError("dirichlet_alpha must be > 0 while dirichlet_weight > 0")
+        return self
+
+    def with_seed(self, seed: int) -> SearchConfig:
+        return self.model_copy(update={"seed": seed})
+
+    @classmethod
+    def from_proto(cls, message: planner_pb2.SearchConfig, base: SearchConfig) -> SearchConfig:
+        """`base` with the message's set fields; a bad value fails naming the field."""
+        fields: dict[str, Any] = {name: getattr(message, name) for name in _PLAIN_FIELDS if message.HasField(name)}
+        unvisited = message.WhichOneof("unvisited")
+        if unvisited is not None:
+            fields["unvisited_q"] = "parent" if unvisited == "unvisited_parent" else message.unvisited_value
+        return cls(**{**base.model_dump(), **fields})
+
+    def to_proto(self) -> planner_pb2.SearchConfig:
+        """Every field set (off = 0, as the proto documents), so the receiver's settings do not show through."""
+        fields = {name: getattr(self, name) for name in _PLAIN_FIELDS}
+        fields["early_stop_fraction"] = self.early_stop_fraction or 1.0
+        fields["max_children"] = self.max_children or 0
+        fields["widening_k"] = self.widening_k or 0.0
+        if isinstance(self.unvisited_q, str):
+            fields["unvisited_parent"] = True
+        else:
+            fields["unvisited_value"] = self.unvisited_q
+        return planner_pb2.SearchConfig(**fields)

@@ -1,0 +1,190 @@
+"""Gold-path episodes straight from the environment adapters, in parallel worker processes.
+
+Each worker holds one environment (an `EnvHost`, reused across episodes: a JVM start costs about a
+second) and plays the planner's own "demo" agent (`EpisodePlayer`) against it in-process: the
+sandbox's and the reward service's calls are answered by the host and by the reward service's own
+function (`Scorer`), so an episode made here is the one the stack records when it plays a demonstration (the
+candidates' templates, their `seen` marks, the rewards), without a service in between.
+
+`seen` marks need every child of every state stepped once; on environments without a native state
+copy (TextWorldExpress, ScienceWorld) each child costs a replay of the episode so far. `seen=False`
+skips that (children are not stepped; every mark reads False, as on states with more than
+`search.prefetch_children` actions).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.util import Finalize
+from typing import Any
+
+from evoskill.core.reward import Scorer
+from evoskill.events.v1 import events_pb2
+from evoskill.planner.episode import EpisodePlayer
+from evoskill.planner.v1 import planner_pb2
+from evoskill.platform.config import Settings
+from evoskill.reward.v1 import reward_pb2
+from evoskill.sandbox.host import EnvHost
+from evoskill.sandbox.service import textworld_cache_dir
+from evoskill.sandbox.v1 import sandbox_pb2
+
+_CTX = mp.get_context("spawn")  # never fork a process that may hold gRPC's threads
+
+
+class HostSandbox:
+    """The sandbox calls the demo agent makes, answered in-process by one `EnvHost` (one session at a time;
+    the host and its environment stay open across sessions of the same spec)."""
+
+    def __init__(self, cache_dir: str | None = None) -> None:
+        self.cache_dir = cache_dir  # tw-make's games (the stack's own cache)
+        self.host: EnvHost | None = None
+        self.env_steps = 0  # every environment step, the children stepped for `seen` included
+
+    def CreateSession(self, request: sandbox_pb2.CreateSessionRequest, timeout: float = 0) -> sandbox_pb2.SessionReply:
+        if self.host is None or self.host.env_spec != request.env_spec:
+            self.close()
+            self.host, obs = EnvHost.open(request.env_spec, request.seed, request.fold, request.episode_id,
+                                          gold_path=request.gold_path, cache_dir=self.cache_dir)
+        else:
+            self.host.episode_id = request.episode_id
+            obs = self.host.reset(request.seed, request.fold)
+        return sandbox_pb2.SessionReply(session_id=request.episode_id, episode_id=request.episode_id, observation=obs,
+                                        gold_path=self.host.env.gold_path() or [])
+
+    def Step(self, request: sandbox_pb2.StepRequest) -> sandbox_pb2.StepReply:
+        assert self.host is not None
+        self.env_steps += 1
+        return sandbox_pb2.StepReply(transition=self.host.step(request.action))
+
+    def Simulate(self, request: sandbox_pb2.SimulateRequest) -> sandbox_pb2.SimulateReply:
+        assert self.host is not None
+        results, steps = self.host.simulate(list(request.probes), request.gamma or 1.0)
+        self.env_steps += steps
+        return sandbox_pb2.SimulateReply(results=results, env_steps=steps)
+
+    def CloseSession(self, request: sandbox_pb2.CloseSessionRequest) -> sandbox_pb2.CloseSessionReply:
+        return sandbox_pb2.CloseSessionReply()
+
+    def close(self) -> None:
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+
+
+class LocalReward:
+    """The reward service's Score, in-process: the same function with the same settings (core.reward.Scorer)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.scorer = Scorer.for_settings(settings)
+
+    def Score(self, request: reward_pb2.ScoreRequest) -> reward_pb2.RewardBreakdown:
+        return self.scorer(request.transition)
+
+
+def episode_id(spec: str, fold: str, seed: int) -> str:
+    """Deterministic: generating the same game again stores nothing new (replay is idempotent by id)."""
+    return f"demo:{spec}:{fold}:{seed}"
+
+
+@dataclass
+class DemoPlayer:
+    """Plays gold paths of one spec and fold, one episode after another, on one environment."""
+
+    settings: Settings
+    seen: bool = True
+    max_steps: int = 1000
+    sandbox: HostSandbox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sandbox = HostSandbox(textworld_cache_dir(self.settings))
+        search = self.settings.search if self.seen else self.settings.search.model_copy(
+            update={"prefetch_children": 0})
+        self.search_settings = search
+        self.reward = LocalReward(self.settings)
+
+    def play(self, spec: str, fold: str, seed: int) -> tuple[events_pb2.EpisodeCompleted, int]:
+        """The episode, and the environment steps it cost (the children stepped for `seen` included)."""
+        before = self.sandbox.env_steps
+        player = EpisodePlayer(self.sandbox, self.reward, self.search_settings, self.reward.scorer)
+        request = planner_pb2.PlayEpisodeRequest(env_spec=spec, seed=seed, fold=fold, max_steps=self.max_steps,
+                                                 episode_id=episode_id(spec, fold, seed),
+                                                 config=planner_pb2.SearchConfig(agent="demo"))
+        for _ in player.play(request):
+            pass
+        return player.completed, self.sandbox.env_steps - before
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+_WORKER: DemoPlayer | None = None
+
+
+def _init_worker(settings_json: str, seen: bool, max_steps: int) -> None:
+    global _WORKER
+    _WORKER = DemoPlayer(Settings.model_validate_json(settings_json), seen, max_steps)
+    Finalize(None, _WORKER.close, exitpriority=10)  # the JVM goes with the worker
+
+
+def _play_in_worker(job: tuple[str, str, int]) -> tuple[bytes, int]:
+    assert _WORKER is not None
+    episode, steps = _WORKER.play(*job)
+    return episode.SerializeToString(), steps
+
+
+@dataclass
+class Throughput:
+    episodes: int = 0
+    won: int = 0
+    steps: int = 0  # real steps (the gold path's)
+    env_steps: int = 0  # every environment step, the children stepped for `seen` included
+    seconds: float = 0.0
+
+    def add(self, episode: events_pb2.EpisodeCompleted, env_steps: int) -> None:
+        self.episodes += 1
+        self.won += episode.won
+        self.steps += len(episode.steps)
+        self.env_steps += env_steps
+
+    def to_json(self) -> dict[str, Any]:
+        s = max(self.seconds, 1e-9)
+        return {"episodes": self.episodes, "won": self.won, "steps": self.steps, "env_steps": self.env_steps,
+                "seconds": self.seconds, "episodes_per_s": self.episodes / s, "steps_per_s": self.steps / s,
+                "env_steps_per_s": self.env_steps / s}
+
+
+def generate(spec: str, fold: str, seeds: range, *, workers: int = 1, seen: bool = True, max_steps: int = 1000,
+             settings: Settings | None = None, throughput: Throughput | None = None,
+             ) -> Iterator[events_pb2.EpisodeCompleted]:
+    """Gold-path episodes of `spec` on `fold` for `seeds`, in seed order; `throughput` is filled as they come
+    (its clock includes the workers' start, JVMs included)."""
+    settings = settings or Settings()
+    tally = throughput if throughput is not None else Throughput()
+    started = time.perf_counter()
+    jobs = [(spec, fold, seed) for seed in seeds]
+    if workers <= 1:
+        player = DemoPlayer(settings, seen, max_steps)
+        try:
+            for job in jobs:
+                episode, steps = player.play(*job)
+                tally.add(episode, steps)
+                tally.seconds = time.perf_counter() - started
+                yield episode
+        finally:
+            player.close()
+        return
+    chunk = max(1, min(16, len(jobs) // (workers * 4)))
+    pool = ProcessPoolExecutor(workers, mp_context=_CTX, initializer=_init_worker,
+                               initargs=(settings.model_dump_json(), seen, max_steps))
+    try:
+        for payload, steps in pool.map(_play_in_worker, jobs, chunksize=chunk):
+            episode = events_pb2.EpisodeCompleted.FromString(payload)
+            tally.add(episode, steps)
+            tally.seconds = time.perf_counter() - started
+            yield episode
+    finally:
+        pool.shutdown(cancel_futures=True)  # a consumer that stops early does not wait for the rest

@@ -1,0 +1,32 @@
+"""`evoskill bench quality`'s whole path on CoinCollector with tiny budgets: library, per-seed stacks (import,
+clone, one online epoch from the clone, evaluate), baselines, summary and JSON. Minutes: slow."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evoskill.bench.quality import run_quality_bench
+from evoskill.bench.suites import SUITES, Budget
+
+# Two stacks brought up and down, an online epoch on each: past the 300 s default on a loaded 2-core machine.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+def test_the_quick_path_on_coin(tmp_path: Path) -> None:
+    tiny = Budget(library_episodes=4, gradient_steps=5, test_episodes=2, max_steps=6, simulations=2, wall_time_s=900,
+                  batch_size=8, parallel=2, online_epochs=1, episodes_per_epoch=1, train_simulations=2)
+    suite = replace(SUITES["coin"], quick=tiny)
+    out = tmp_path / "quality.json"
+    result = run_quality_bench(suite, True, 2, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work", out)
+    assert json.loads(out.read_text()) == result
+    assert result["library"]["episodes"] == 4 and result["library"]["won"] == 4
+    # One fresh stack per seed: cloned on the library (v000001), then one online epoch from it (v000002).
+    assert [t["policy_version"] for t in result["trained"]] == ["v000002", "v000002"]
+    runs = {a["agent"]: a["runs"] for a in result["agents"]}
+    assert runs == {"random": 1, "uniform-prior MCTS": 1, "θ + MCTS (policy+mcts)": 2, "θ alone (policy)": 2}
+    mcts = next(a for a in result["agents"] if a["agent"] == "uniform-prior MCTS")
+    assert mcts["env_steps_mean"] > 0 and result["settings"] == {"EVOSKILL_LEARNER__HIDDEN": "32"}

@@ -1,0 +1,69 @@
+"""The quality benchmark's suites, its --set overrides and its summary (the table, mean ± sd, the budget)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from evoskill.bench.outer_loop import AgentRow
+from evoskill.bench.quality import quality_summary, setting_overrides, show_quality
+from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve, with_budget
+from evoskill.envs.scienceworld_env import scienceworld_available
+from evoskill.envs.spec import parse_spec
+
+
+def test_the_issue_suites_are_there_with_their_protocols() -> None:
+    assert {"cooking-easy", "cooking-hard", "coin", "simonsays", "peckingorder", "tw-treasure-hunter",
+            "tw-simple"} | {f"scienceworld-{t}" for t in SCIENCEWORLD_TASKS} == set(SUITES)
+    assert "numIngredients=2" in SUITES["cooking-easy"].env and SUITES["cooking-hard"].env == "twx:cookingworld"
+    boil, find = SUITES["scienceworld-boil"], SUITES["scienceworld-find-animal"]
+    assert (boil.budget.library_episodes, boil.budget.test_episodes, boil.budget.max_steps) == (5, 20, 100)
+    assert find.budget.max_steps == 30 and find.env == "sciworld:find-animal?easy=1"
+    for suite in SUITES.values():
+        assert suite.quick.wall_time_s < suite.budget.wall_time_s
+        if not suite.env.startswith("sciworld:") or scienceworld_available():
+            parse_spec(suite.env)
+    assert resolve("coin", "twx:simonsays").env == "twx:simonsays"  # the suite's protocol on another env
+    assert resolve(None, "twx:arithmetic").budget == SUITES["coin"].budget
+    with pytest.raises(ValueError, match="unknown suite 'cooking'; suites: cooking-easy"):
+        resolve("cooking", None)
+
+
+def test_settings_reach_the_stacks_as_environment_variables_once_checked() -> None:
+    assert setting_overrides(["learner.lr=0.001", "search.value_mix=0.5"]) == {
+        "EVOSKILL_LEARNER__LR": "0.001", "EVOSKILL_SEARCH__VALUE_MIX": "0.5"}
+    for bad, why in [("learner.lr", "expected group.name=value"), ("lerner.lr=1", "no settings group 'lerner'"),
+                     ("learner.encoderz=x", "learner has no setting 'encoderz'"),
+                     ("learner.lr=fast", "valid number")]:
+        with pytest.raises(ValueError, match=why):
+            setting_overrides([bad])
+
+
+def test_the_summary_gives_mean_and_spread_over_seeds_with_the_budget() -> None:
+    suite = SUITES["cooking-easy"]
+    rows = [AgentRow("random", 0, [0.0], [0.2], [40.0]), AgentRow("uniform-prior MCTS", 4, [0.1], [0.4], [900.0]),
+            AgentRow("θ + MCTS", 4, [0.5, 0.7], [0.8, 0.9], [500.0, 700.0]),
+            AgentRow("θ alone", 0, [0.3, 0.5], [0.6, 0.7], [20.0, 30.0])]
+    demos = {"episodes": 40, "won": 40, "steps": 520, "seconds": 9.0, "episodes_per_s": 4.4}
+    result = quality_summary(suite, True, rows, demos, [{"seed": 0}, {"seed": 1}], {"total_s": 200.0}, {})
+    theta = result["agents"][2]
+    assert theta["runs"] == 2 and theta["success_mean"] == pytest.approx(0.6)
+    assert theta["env_steps_mean"] == pytest.approx(600.0) and theta["env_steps_sd"] == pytest.approx(141.42, 0.01)
+    assert result["comparisons"]["theta_search_minus_uniform_success"] == pytest.approx(0.5)
+    assert result["comparisons"]["theta_alone_minus_random_score"] == pytest.approx(0.45)
+    assert result["within_budget"] and result["seeds"] == [0, 1]
+    console = Console(record=True, width=200)
+    show_quality(console, result)
+    text = console.export_text()
+    assert "60% ± 14%" in text and "600 ± 141" in text
+    assert "library 40 gold paths, 100 gradient steps; 3 test games ≤ 30 steps, 4 simulations" in text
+
+
+def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
+    suite = with_budget(resolve("cooking-easy", None), False, ["simulations=8", "library_episodes=300"])
+    assert suite.budget.simulations == 8 and suite.budget.library_episodes == 300
+    assert suite.to_json(False)["budget"]["simulations"] == 8
+    assert with_budget(suite, True, ["wall_time_s=60"]).quick.wall_time_s == 60.0
+    for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"]):
+        with pytest.raises(ValueError, match="--budget"):
+            with_budget(suite, False, bad)

@@ -1,0 +1,114 @@
+"""The offline library's generation (gold paths from real TextWorldExpress games, worker processes) and its JSONL
+form: what θ reads survives the round trip, and a bad line is named by its number and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from evoskill.cli import app
+from evoskill.core.learn.data import Example, episode_examples
+from evoskill.envs import make_env
+from evoskill.events.v1 import events_pb2
+from evoskill.library.generate import Throughput, generate
+from evoskill.library.jsonl import LibraryFormatError, parse_line, read_jsonl, to_record, write_jsonl
+
+COOKING = ("twx:cookingworld?numLocations=1,numIngredients=2,numDistractorItems=3,includeDoors=0,"
+           "limitInventorySize=0")
+
+
+@pytest.fixture(scope="module")
+def demos() -> tuple[list[events_pb2.EpisodeCompleted], Throughput]:
+    tally = Throughput()
+    return list(generate(COOKING, "train", range(3, 7), workers=2, throughput=tally)), tally
+
+
+def same_view(a: Example, b: Example) -> bool:
+    """θ reads the same state, candidates, marks and targets."""
+    fields = ("goal", "observation", "actions", "templates", "taken", "seen", "skills", "ret")
+    return all(getattr(a, f) == getattr(b, f) for f in fields) and np.array_equal(a.visit_probs, b.visit_probs)
+
+
+def test_gold_paths_are_won_in_seed_order_with_every_candidate_marked(demos) -> None:  # type: ignore[no-untyped-def]
+    episodes, tally = demos
+    assert [e.seed for e in episodes] == [3, 4, 5, 6]
+    assert tally.episodes == 4 and tally.won == 4 and tally.steps == sum(len(e.steps) for e in episodes)
+    assert tally.env_steps > tally.steps  # the children stepped for the seen marks
+    env = make_env(COOKING)
+    try:
+        env.reset(3, "train")
+        gold = env.gold_path()
+    finally:
+        env.close()
+    first = episodes[0]
+    assert first.agent == "demo" and first.fold == "train" and first.won and first.episode_id.startswith("demo:")
+    assert [s.action.text for s in first.steps] == gold
+    for step in first.steps:
+        target = step.target
+        assert target.actions and len(target.templates) == len(target.seen) == len(target.actions)
+    # "look around" changes nothing: the marks say it leads back (where the children were stepped).
+    looks = [dict(zip(s.target.actions, s.target.seen, strict=True)).get("look around") for s in first.steps
+             if len(s.target.actions) <= 32]
+    assert looks and all(looks)
+    unmarked = next(generate(COOKING, "train", range(3, 4), seen=False))
+    assert not any(m for s in unmarked.steps for m in s.target.seen)
+    assert [s.action.text for s in unmarked.steps] == gold
+
+
+def test_the_jsonl_round_trip_keeps_what_theta_reads(demos, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    episodes, _ = demos
+    path = tmp_path / "library.jsonl"
+    with path.open("w") as out:
+        assert write_jsonl(episodes, out) == 4
+    back = list(read_jsonl(path))
+    assert [e.episode_id for e in back] == [e.episode_id for e in episodes]
+    for original, loaded in zip(episodes, back, strict=True):
+        assert (loaded.won, loaded.score, loaded.seed, loaded.env_spec) == (original.won, original.score,
+                                                                            original.seed, original.env_spec)
+        a, b = episode_examples(original), episode_examples(loaded)
+        assert len(a) == len(b) and all(same_view(x, y) for x, y in zip(a, b, strict=True))
+        assert to_record(loaded) == to_record(original)  # record -> proto -> record is exact
+
+
+def test_a_logged_trajectory_without_ids_templates_or_marks_loads(tmp_path: Path) -> None:
+    line = json.dumps({"env": "twx:coin", "seed": 4, "fold": "train", "goal": "find the coin", "won": True,
+                       "score": 1.0, "steps": [
+                           {"observation": "You are in the kitchen.", "valid_actions": ["move east", "take coin"],
+                            "action": "take coin", "reward": 1.0, "score": 1.0, "done": True}]})
+    episode = parse_line(line, "log line 1")
+    assert episode.episode_id.startswith("import:") and parse_line(line, "again").episode_id == episode.episode_id
+    (example,) = episode_examples(episode)
+    assert example.actions == ("move east", "take coin") and example.taken == 1 and example.goal == "find the coin"
+    assert example.seen == () and example.templates == ("move east", "take X")
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda d: d["steps"][1].update(seen=d["steps"][1]["seen"][:-1]), "line 2: steps[1]: Value error, seen has"),
+    (lambda d: d.update(seed="3"), "line 2: seed: Input should be a valid integer"),
+    (lambda d: d["steps"][0].update(reward=float("nan")), "line 2: steps[0].reward: Input should be a finite number"),
+    (lambda d: d.update(fold="valid"), "line 2: fold: Input should be 'train', 'dev' or 'test'"),
+    (lambda d: d["steps"][2].pop("action"), "line 2: steps[2].action: Field required"),
+    (lambda d: d.update(colour="red"), "line 2: colour: Extra inputs are not permitted"),
+    (lambda d: d.update(steps=[]), "line 2: steps: List should have at least 1 item"),
+])
+def test_a_bad_line_is_named_by_its_number_and_field(demos, tmp_path: Path, change, named) -> None:  # type: ignore[no-untyped-def]
+    episodes, _ = demos
+    good = to_record(episodes[0])
+    bad = json.loads(json.dumps(good))
+    change(bad)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(LibraryFormatError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        list(read_jsonl(path))
+
+
+def test_library_import_refuses_a_bad_file_before_reaching_any_service(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"env": "twx:coin"}\n\n{not json\n')
+    result = CliRunner().invoke(app, ["library", "import", str(path)])
+    assert result.exit_code == 2
+    assert f"{path} line 1: seed: Field required" in " ".join(result.output.split())
