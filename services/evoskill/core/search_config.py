@@ -25,7 +25,7 @@ _PLAIN_FIELDS = (
     "early_stop_fraction", "max_children", "widening_k", "widening_alpha", "hierarchical", "transpositions",
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
-    "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale",
+    "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -105,6 +105,11 @@ class SearchConfig(BaseModel):
     noop_penalty: float = Field(1.0, description="Search-time cost of an action that changes nothing (a dead end)")
     revisit_penalty: float = Field(
         0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
+    )
+    policy_revisit_penalty: float = Field(
+        1.0, ge=0.0,
+        description="θ alone (agent policy): subtracted from a candidate's logit once per earlier visit to the state "
+        "it leads to; a greedy θ otherwise walks between two rooms until the step limit (0 = plain argmax)",
     )
     memory_weight: float = Field(
         0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"

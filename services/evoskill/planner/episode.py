@@ -13,6 +13,7 @@ import random
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,7 +145,7 @@ class EpisodePlayer:
     llm: LlmProposer | None = None  # an OpenAI-compatible model ranking the root's candidates, when configured
     completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
-    visited: set[str] = field(default_factory=set)  # state keys of the real states so far
+    visited: Counter[str] = field(default_factory=Counter)  # state keys of the real states so far: times there
     notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
 
     def play(self, request: planner_pb2.PlayEpisodeRequest) -> Iterator[planner_pb2.EpisodeUpdate]:
@@ -185,7 +186,8 @@ class EpisodePlayer:
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
-                chosen = self._act(session.session_id, obs, target)
+                penalty = SearchConfig.from_proto(request.config, self.settings).policy_revisit_penalty
+                chosen = self._act(session.session_id, obs, target, penalty)
             elif agent == "demo":
                 if index >= len(session.gold_path):
                     break
@@ -230,18 +232,24 @@ class EpisodePlayer:
         root = env.nodes[()]
         target.templates.extend(root.templates)
         target.seen.extend(env.seen((), root.observation.valid_actions))
-        self.visited.add(root.state_key)
+        self.visited[root.state_key] += 1
         return env
 
-    def _act(self, session_id: str, obs: Any, target: events_pb2.SearchTarget) -> str:
+    def _act(self, session_id: str, obs: Any, target: events_pb2.SearchTarget, revisit_penalty: float) -> str:
         """θ's most likely action among the candidates search would consider: the actions that change
         nothing are left out, as in search; θ alone cannot tell a door it already opened from a closed
-        one as well as the world can. Like search, θ reads which candidates lead back to a visited state."""
+        one as well as the world can. Like search, θ reads which candidates lead back to a visited state,
+        and, as search charges revisits, each earlier visit to where a candidate leads costs it
+        `revisit_penalty` of logit (`policy_revisit_penalty`): a greedy policy that loves "move north"
+        otherwise walks between two rooms until the step limit."""
         assert self.policy is not None
         env = self._candidates(session_id, target)
         env.advice.append(theta(self.policy))
         (logits,) = env.advise([()]).logits or []
-        return list(env.actions(()))[int(np.argmax(logits))]
+        actions = list(env.actions(()))
+        visits = [self.visited[env.nodes[(a,)].state_key] if seen else 0
+                  for a, seen in zip(actions, env.seen(()), strict=True)]
+        return actions[int(np.argmax(np.asarray(logits) - revisit_penalty * np.asarray(visits)))]
 
     def _advice(self, env_spec: str, env: SearchModel) -> list[Advice]:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
@@ -278,7 +286,7 @@ class EpisodePlayer:
             env.advice += self._advice(request.env_spec, env)
             result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
-        self.visited.add(env.nodes[()].state_key)
+        self.visited[env.nodes[()].state_key] += 1
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
         chosen = actions[result.action]
         self.stats.append(events_pb2.SearchStats(
