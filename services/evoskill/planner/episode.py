@@ -182,7 +182,7 @@ class EpisodePlayer:
             actions = list(obs.valid_actions)
             if obs.done or not actions:
                 break
-            reply, target = None, events_pb2.SearchTarget(actions=actions)
+            reply, target, cost = None, events_pb2.SearchTarget(actions=actions), 0
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
@@ -195,14 +195,13 @@ class EpisodePlayer:
                 self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
-                env_steps += cost
             step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
                                                              publish=True))
-            env_steps += 1
+            env_steps += cost + 1
             transition = step.transition
             self.notes = notes_after(self.notes, chosen, transition.after.text)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
-            record_step(self.completed, transition, target, score.total)
+            record_step(self.completed, transition, target, score.total, env_steps=cost + 1)
             self.completed.total_reward += score.total
             obs = transition.after
             finished = obs.done or index == max_steps - 1
@@ -251,25 +250,28 @@ class EpisodePlayer:
                   for a, seen in zip(actions, env.seen(()), strict=True)]
         return actions[int(np.argmax(np.asarray(logits) - revisit_penalty * np.asarray(visits)))]
 
-    def _advice(self, env_spec: str, env: SearchModel) -> list[Advice]:
+    def _advice(self, env_spec: str, env: SearchModel, config: SearchConfig) -> list[Advice]:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
         ranking of the candidates, with those memories as tips (when llm.base_url is set)."""
-        retrieved = self._recall(env_spec, env.observation(()))
-        advice = [memories(retrieved, self.settings.memory_weight)] if retrieved else []
+        retrieved = self._recall(env_spec, env.observation(()), config)
+        advice = [memories(retrieved, config.memory_weight)] if retrieved else []
         if self.llm is not None:
             llm, tips = self.llm, tips_from_memories(retrieved, self.llm.max_tips)
             advice.append(ranking(lambda goal, state, actions: llm.rank(goal, state, actions, tips)))
         return advice
 
-    def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
-        """Experiences of similar states, when memory guides the search; memory is advice, so a failed
-        retrieval costs the step its hints, not the episode."""
-        if self.memory is None or self.settings.memory_weight <= 0:
+    def _recall(self, env_spec: str, observation: Any, config: SearchConfig) -> list[memory_pb2.ScoredExperience]:
+        """Experiences of similar states, when memory guides the search, scored for novelty against what
+        this episode has done; memory is advice, so a failed retrieval costs the step its hints, not the
+        episode."""
+        if self.memory is None or config.memory_weight <= 0:
             return []
         goal, state = state_text(observation)
+        request = memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec, limit=config.memory_limit,
+                                             profile=config.memory_profile,
+                                             taken_actions=[step.action.text for step in self.completed.steps])
         try:
-            reply = self.memory.Retrieve(memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec,
-                                                                    limit=self.settings.memory_limit))
+            reply = self.memory.Retrieve(request)
         except grpc.RpcError as exc:
             log.warning("memory retrieval failed, searching without hints: %s", exc.details())
             return []
@@ -283,7 +285,7 @@ class EpisodePlayer:
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             env.root()
-            env.advice += self._advice(request.env_spec, env)
+            env.advice += self._advice(request.env_spec, env, config)
             result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited[env.nodes[()].state_key] += 1
