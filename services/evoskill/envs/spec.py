@@ -350,5 +350,5 @@ def describe_environments() -> str:
     for info in list_environments():
         extra = f" params: {', '.join(info.params)}" if info.params else ""
         avail = "" if info.available else " (not installed)"
-        lines.append(f"{info.scheme}:{info.name:<48} {info.description}{avail}{extra}")
+        lines.append(f"{info.scheme + ':' + info.name:<52} {info.description}{avail}{extra}")
     return "\n".join(lines)
