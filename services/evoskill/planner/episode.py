@@ -13,7 +13,7 @@ import random
 import sys
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,7 +177,7 @@ class EpisodePlayer:
         obs = session.observation
         if agent == "demo" and not session.gold_path:
             raise InvalidInput(f"{request.env_spec} gives no gold path to demonstrate (agent 'demo')")
-        env_steps = 0
+        env_steps, gold = 0, deque(session.gold_path)
         for index in range(max_steps):
             actions = list(obs.valid_actions)
             if obs.done or not actions:
@@ -189,9 +189,13 @@ class EpisodePlayer:
                 penalty = SearchConfig.from_proto(request.config, self.settings).policy_revisit_penalty
                 chosen = self._act(session.session_id, obs, target, penalty)
             elif agent == "demo":
-                if index >= len(session.gold_path):
+                # A gold action that is not valid here is passed over: TextWorldExpress's CookingWorld gold
+                # paths open the kitchen cupboard a second time in about one default game in four.
+                while gold and gold[0] not in actions:
+                    gold.popleft()
+                if not gold:
                     break
-                chosen = session.gold_path[index]
+                chosen = gold.popleft()
                 self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
@@ -225,7 +229,9 @@ class EpisodePlayer:
         templates and which candidates lead back to a state the episode has been in, as search does. Every
         child, however many (search caps them at `prefetch_children` a node; here it is one call a real
         step): a greedy θ offered a no-op such as `look around` would pick it forever."""
-        every_child = self.settings.model_copy(update={"prefetch_children": sys.maxsize})
+        # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False.
+        every_child = self.settings.model_copy(
+            update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0})
         env = search_env(self.sandbox, session_id, every_child, self.score, None, frozenset(self.visited),
                          self.notes)
         env.root()
