@@ -182,26 +182,24 @@ class EpisodePlayer:
             actions = list(obs.valid_actions)
             if obs.done or not actions:
                 break
-            reply, target = None, events_pb2.SearchTarget(actions=actions)
+            reply, target, step = None, events_pb2.SearchTarget(actions=actions), None
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
                 penalty = SearchConfig.from_proto(request.config, self.settings).policy_revisit_penalty
                 chosen = self._act(session.session_id, obs, target, penalty)
             elif agent == "demo":
-                # A gold action that is not valid here is passed over: TextWorldExpress's CookingWorld gold
-                # paths open the kitchen cupboard a second time in about one default game in four.
-                while gold and gold[0] not in actions:
-                    gold.popleft()
-                if not gold:
-                    break
-                chosen = gold.popleft()
                 self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
+                played = self._gold_step(session.session_id, gold)
+                if played is None:
+                    break
+                chosen, step = played
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
                 env_steps += cost
-            step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
-                                                             publish=True))
+            if step is None:
+                step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
+                                                                 publish=True))
             env_steps += 1
             transition = step.transition
             self.notes = notes_after(self.notes, chosen, transition.after.text)
@@ -220,6 +218,23 @@ class EpisodePlayer:
         yield planner_pb2.EpisodeUpdate(episode_id=self.completed.episode_id, step_index=len(self.completed.steps),
                                         observation=obs, finished=True, total_reward=self.completed.total_reward,
                                         env_steps=env_steps)
+
+    def _gold_step(self, session_id: str, gold: deque[str]) -> tuple[str, Any] | None:
+        """The next action of the gold path the environment accepts, stepped (None once the path is spent).
+        One it refuses is passed over: TextWorldExpress's CookingWorld gold paths open the kitchen cupboard a
+        second time in about one default game in four. The environment judges, not the valid-action list:
+        ScienceWorld accepts gold actions its list does not name."""
+        while gold:
+            action = gold.popleft()
+            try:
+                return action, self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session_id, action=action,
+                                                                         publish=True))
+            except InvalidInput:  # the library's in-process sandbox
+                continue
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+        return None
 
     def _finish(self, obs: Any, env_steps: int) -> None:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
