@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.text import Text
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from evoskill.orchestrator.training.logic import (
     EpochMetrics,
@@ -30,7 +30,14 @@ from evoskill.orchestrator.training.logic import (
     TrainingResult,
     TrainingState,
 )
-from evoskill.orchestrator.training.report import epoch_scalars, epoch_table, plot_curves, progress_table, write_scalars
+from evoskill.orchestrator.training.report import (
+    describe_plan,
+    epoch_scalars,
+    epoch_table,
+    plot_curves,
+    progress_table,
+    write_scalars,
+)
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 
@@ -59,7 +66,7 @@ async def start_training(client: Client, settings: Settings, params: TrainingPar
 async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], console: Console, report_dir: Path,
                  poll_s: float = 1.0) -> TrainingResult:
     """Show the progress query until the workflow ends; Ctrl-C once asks it to stop after the epoch."""
-    result = asyncio.ensure_future(handle.result())
+    result = asyncio.ensure_future(_result(handle))
     logged = 0
     loop = asyncio.get_running_loop()
     signals: list[asyncio.Future[None]] = []
@@ -91,6 +98,18 @@ async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], conso
     outcome = await result
     _log_epochs(report_dir, outcome.history, logged)
     return outcome
+
+
+async def _result(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingResult:
+    """The workflow's result, waiting through the server's transient failures: a Temporal dev server on two
+    loaded cores can fail the long poll for the history with DEADLINE_EXCEEDED while the run goes on."""
+    while True:
+        try:
+            return await handle.result()
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE):
+                raise
+            await asyncio.sleep(1.0)
 
 
 async def _query(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingProgress | None:
@@ -134,7 +153,7 @@ async def run_training(settings: Settings, params: TrainingParams, console: Cons
     client = await connect(settings, attempts=3)
     handle = await start_training(client, settings, params, workflow_id)
     console.print(f"training workflow [bold]{workflow_id}[/bold] on task queue {settings.temporal.task_queue}: "
-                  f"{params.epochs} epochs × {params.episodes_per_epoch} episodes of {', '.join(params.envs)}")
+                  f"{describe_plan(params)}")
     result = await follow(handle, console, report_dir)
     write_report(result, report_dir, console)
     return result
