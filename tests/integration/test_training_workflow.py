@@ -114,9 +114,11 @@ async def test_the_main_jobs_stages_start_imitation_then_search(stack: Stack, tm
 
     report = json.loads((tmp_path / "report.json").read_text())
     assert [h["stage"] for h in report["history"]] == ["start", "imitation", "search"]
+    assert report["params"]["demos"] == 2 and report["wall_time_s"] > 0
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     text = out.getvalue()
     assert "epoch 0 = the start, before any training" in text and "cloned on 2 gold paths" in text
+    assert "held-out success: " in text and "(0 start, random) → " in text
 
 
 async def test_worker_restart_mid_episode_counts_every_episode_once(stack: Stack) -> None:

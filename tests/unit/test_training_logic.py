@@ -32,7 +32,14 @@ from evoskill.orchestrator.training.logic import (
     summarise,
     validate,
 )
-from evoskill.orchestrator.training.report import METRICS_FILE, describe_plan, epoch_table, plot_curves, record_metrics
+from evoskill.orchestrator.training.report import (
+    METRICS_FILE,
+    describe_plan,
+    epoch_table,
+    plot_curves,
+    record_metrics,
+    success_line,
+)
 
 
 def test_tasks_are_deterministic_distinct_in_the_fold_and_differ_between_epochs() -> None:
@@ -77,7 +84,8 @@ def test_the_main_job_starts_imitates_then_searches() -> None:
     from evoskill.clients.jobs import SHORT_TRAINING
 
     assert validate(SHORT_TRAINING) == []
-    assert stages(SHORT_TRAINING)[:2] == ["start", "imitation"] and stages(SHORT_TRAINING)[2:] == ["search"] * 2
+    plan = stages(SHORT_TRAINING)
+    assert plan[:2] == ["start", "imitation"] and plan[2:] == ["search"] * SHORT_TRAINING.epochs
     assert SHORT_TRAINING.eval_agent == "policy" and SHORT_TRAINING.eval_episodes >= 8
 
 
@@ -205,6 +213,8 @@ def test_the_table_numbers_epochs_as_the_records_and_says_what_epoch_0_is() -> N
     assert [row.split("│")[1].strip() for row in rows] == ["0", "1", "2"]
     assert "random" in rows[0] and "25% of 4" in rows[0] and "cloned on 30 gold paths" in rows[1]
     assert "epoch 0 = the start, before any training" in text
+    assert success_line([start, cloned]) == ("held-out success: 25% (0 start, random) → 75% (1 imitation, "
+                                             "policy)")
 
 
 def test_train_command_refuses_bad_parameters_in_one_line() -> None:

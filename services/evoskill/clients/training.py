@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import time
 import uuid
 from dataclasses import asdict
 from datetime import timedelta
@@ -36,6 +37,7 @@ from evoskill.orchestrator.training.report import (
     epoch_table,
     plot_curves,
     progress_table,
+    success_line,
     write_scalars,
 )
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
@@ -126,15 +128,21 @@ def _log_epochs(report_dir: Path, history: list[EpochMetrics], logged: int) -> i
     return max(logged, len(history))
 
 
-def write_report(result: TrainingResult, report_dir: Path, console: Console) -> Path:
-    """Curves as PNG, the whole result as JSON, and the per-epoch table on the console."""
+def write_report(result: TrainingResult, report_dir: Path, console: Console, params: TrainingParams | None = None,
+                 wall_time_s: float | None = None) -> Path:
+    """Curves as PNG, the whole result as JSON (with the run's parameters and wall time from start to result,
+    where given), and the per-epoch table on the console."""
     report_dir.mkdir(parents=True, exist_ok=True)
     console.print()  # the live display may leave the cursor at the end of its last line
-    (report_dir / "report.json").write_text(json.dumps(asdict(result), indent=2))
+    extra = {"params": asdict(params) if params else None, "wall_time_s": wall_time_s}
+    (report_dir / "report.json").write_text(json.dumps({**asdict(result), **extra}, indent=2))
     png = plot_curves(result.history, report_dir / "curves.png")
     console.print(epoch_table(result.history, title=f"training {result.workflow_id}"))
+    if any(m.eval_episodes for m in result.history):
+        console.print(success_line(result.history))
     ending = "stopped on request" if result.stopped else "finished"
-    console.print(f"{ending}: {result.epochs_completed} epochs, {result.episodes_played} training episodes "
+    took = f" in {wall_time_s / 60:.1f} min" if wall_time_s is not None else ""
+    console.print(f"{ending}{took}: {result.epochs_completed} epochs, {result.episodes_played} training episodes "
                   f"(each counted once), {result.eval_episodes} evaluation episodes, policy "
                   f"{result.policy_version or 'none'}")
     if result.es_best:
@@ -151,9 +159,10 @@ async def run_training(settings: Settings, params: TrainingParams, console: Cons
     workflow_id = workflow_id or new_workflow_id()
     report_dir = report_dir or settings.state_dir / "reports" / workflow_id
     client = await connect(settings, attempts=3)
+    started = time.perf_counter()
     handle = await start_training(client, settings, params, workflow_id)
     console.print(f"training workflow [bold]{workflow_id}[/bold] on task queue {settings.temporal.task_queue}: "
                   f"{describe_plan(params)}")
     result = await follow(handle, console, report_dir)
-    write_report(result, report_dir, console)
+    write_report(result, report_dir, console, params, time.perf_counter() - started)
     return result

@@ -131,21 +131,27 @@ def _trained_on(m: EpochMetrics) -> str:
         return "nothing yet"
     if m.stage == "imitation":
         return m.note.split(";")[0] if m.note else "gold paths"
-    played = f"{m.train_episodes} × {m.agent} ({m.train_success:.0%} won, reward {m.train_mean_reward:.2f})"
+    played = f"{m.train_episodes} × {m.agent}, {m.train_success:.0%} won"
     return played if m.losses else f"{played}, {m.note or 'no update'}"
 
 
 def epoch_table(history: Sequence[EpochMetrics], title: str = "training") -> Table:
     """One row per epoch, numbered as in metrics.jsonl, TensorBoard and the curves."""
     caption = "epoch 0 = the start, before any training" if history and history[0].stage == "start" else None
-    table = Table("epoch", "stage", "trained on", "held-out agent", "held-out success", "held-out reward", "losses",
+    table = Table("epoch", "stage", "trained on", "held-out by", "held-out success", "held-out reward", "losses",
                   "policy", title=title, caption=caption)
     for m in history:
         table.add_row(str(m.epoch), m.stage, _trained_on(m), m.eval_agent or m.agent or "-",
                       f"{m.eval_success:.0%} of {m.eval_episodes}" if m.eval_episodes else "-",
-                      f"{m.eval_mean_reward:.3f}" if m.eval_episodes else "-", _losses(m.losses),
+                      f"{m.eval_mean_reward:.3f}" if m.eval_episodes else "-", _losses(m.losses, 2),
                       m.policy_version or "-")
     return table
+
+
+def success_line(history: Sequence[EpochMetrics]) -> str:
+    """The learning curve in one line: held-out success epoch by epoch."""
+    return "held-out success: " + " → ".join(f"{m.eval_success:.0%} ({m.epoch} {m.stage}, {m.eval_agent or m.agent})"
+                                              for m in history if m.eval_episodes)
 
 
 def progress_table(p: TrainingProgress) -> Table:
