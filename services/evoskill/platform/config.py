@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from evoskill.core.errors import InvalidInput
+from evoskill.core.memory.retrieval import PROFILES, Weights
 from evoskill.core.search_config import SearchConfig
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
@@ -144,7 +146,7 @@ class RewardSettings(_Group):
 class LearnerSettings(_Group):
     """Seed 000 §4 training parameters."""
 
-    lr: float = Field(3e-4, description="Adam learning rate (1e-5 - 1e-3)")
+    lr: float = Field(1e-3, description="Adam learning rate (1e-5 - 1e-3; 1e-3 is what the quality suites measured)")
     batch_size: int = Field(32, description="Replay batch size (16-64)")
     entropy_coef: float = Field(0.01, description="Entropy regularisation (0.01-0.1)")
     value_coef: float = Field(0.5, description="Weight of value regression")
@@ -159,8 +161,9 @@ class LearnerSettings(_Group):
     epochs: int = Field(10, description="Outer-loop epochs (10-100)")
     tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
     encoder: Literal["mlp", "reader"] = Field(
-        "mlp", description="θ's encoder: 'mlp' over one text vector per state and candidate (fast), or 'reader', "
-        "where each candidate's tokens attend to the goal's, notes', room's and inventory's (core/learn/reader.py)"
+        "reader", description="θ's encoder: 'reader', where each candidate's tokens are matched against the goal's, "
+        "notes', room's and inventory's (core/learn/reader.py; the quality suites' figures), or 'mlp' over one text "
+        "vector per state and candidate (faster, cannot tie a candidate to the recipe)"
     )
     featurizer: Literal["hash", "minilm"] = Field(
         "hash", description="Text features of the mlp encoder: hashed n-grams (no model) or all-MiniLM-L6-v2 on "
@@ -193,7 +196,8 @@ class LearnerSettings(_Group):
 
 
 class MemorySettings(_Group):
-    """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall, then re-rank and MMR)."""
+    """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall under filters, then a formula
+    re-score by similarity, reward, outcome and novelty, then MMR); docs/memory.md."""
 
     featurizer: Literal["hash", "minilm"] = Field(
         "minilm",
@@ -202,7 +206,26 @@ class MemorySettings(_Group):
     )
     hash_dim: int = Field(384, description="Dimension of the hashed embedding (featurizer=hash)")
     recall: int = Field(50, description="First-stage candidates recalled by vector search when a request sets none")
-    limit: int = Field(5, description="Experiences returned when a request sets no limit")
+    limit: int = Field(5, ge=1, description="Experiences returned when a request sets no limit")
+    profile: str = Field("stable", description="Retrieval profile of a request that names none (one of profiles)")
+    profiles: dict[str, Weights] = Field(
+        default_factory=lambda: dict(PROFILES),
+        description="Named retrieval weights (a settings file adds to stable and exploratory): score = similarity "
+        "+ reward * tanh(step reward) + outcome * outcome value + novelty / (1 + times the session took the action); "
+        "diversity = MMR's trade-off (docs/memory.md)",
+    )
+
+    @field_validator("profiles", mode="before")
+    @classmethod
+    def _profiles_extend_the_builtin(cls, value: Any) -> Any:
+        """A settings file adds profiles or retunes one; stable and exploratory stay."""
+        return {**PROFILES, **value} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _profile_is_named(self) -> MemorySettings:
+        if self.profile not in self.profiles:
+            raise ValueError(f"profile {self.profile!r} is not one of profiles ({', '.join(sorted(self.profiles))})")
+        return self
 
 
 class LlmSettings(_Group):
@@ -343,6 +366,8 @@ def describe(settings: BaseModel | None = None, prefix: str = "") -> list[Settin
             rows += describe(value, f"{prefix}{name}.")
         else:
             dotted = f"{prefix}{name}"
+            # A table of groups (memory.profiles) shows as plain values: what a settings file would hold.
+            value, default = (to_jsonable_python(v) if isinstance(v, dict) else v for v in (value, default))
             rows.append(SettingRow(dotted, value, default, "EVOSKILL_" + dotted.replace(".", "__").upper(),
                                    field.description or ""))
     return rows
