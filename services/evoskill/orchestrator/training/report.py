@@ -70,8 +70,10 @@ def describe_plan(p: TrainingParams) -> str:
                      f"{p.imitation_steps or p.train_steps} cloning steps)")
     first = plan.index("search") if "search" in plan else len(plan)
     numbers = f"epoch {first}" if p.epochs == 1 else f"epochs {first}–{len(plan) - 1}"
-    parts.append(f"{numbers} search ({p.episodes_per_epoch} games of {', '.join(p.envs)} each at {p.simulations} "
-                 f"simulations, {p.train_steps if p.train else 0} learner steps, {held_out})")
+    search = f"{p.search_algorithm} " if p.search_algorithm else ""
+    parts.append(f"{numbers} search ({p.episodes_per_epoch} games of {', '.join(p.envs)} each, {search}MCTS at "
+                 f"{p.simulations} simulations, θ-guided once θ exists; {p.train_steps if p.train else 0} learner "
+                 f"steps; {held_out})")
     return "; ".join(parts)
 
 
@@ -130,21 +132,21 @@ def _trained_on(m: EpochMetrics) -> str:
     if m.stage == "start":
         return "nothing yet"
     if m.stage == "imitation":
-        return m.note.split(";")[0] if m.note else "gold paths"
-    played = f"{m.train_episodes} × {m.agent}, {m.train_success:.0%} won"
+        return m.note.split(" (")[0] if m.note else "gold paths"
+    played = f"{m.train_episodes} games, {m.train_success:.0%} won"
     return played if m.losses else f"{played}, {m.note or 'no update'}"
 
 
 def epoch_table(history: Sequence[EpochMetrics], title: str = "training") -> Table:
-    """One row per epoch, numbered as in metrics.jsonl, TensorBoard and the curves."""
+    """One row per epoch, numbered as in metrics.jsonl, TensorBoard and the curves (the rewards and every loss
+    term are there and in report.json)."""
     caption = "epoch 0 = the start, before any training" if history and history[0].stage == "start" else None
-    table = Table("epoch", "stage", "trained on", "held-out by", "held-out success", "held-out reward", "losses",
-                  "policy", title=title, caption=caption)
+    table = Table("epoch", "stage", "trained on", "held-out by", "held-out success", "loss", "policy", title=title,
+                  caption=caption)
     for m in history:
         table.add_row(str(m.epoch), m.stage, _trained_on(m), m.eval_agent or m.agent or "-",
                       f"{m.eval_success:.0%} of {m.eval_episodes}" if m.eval_episodes else "-",
-                      f"{m.eval_mean_reward:.3f}" if m.eval_episodes else "-", _losses(m.losses, 2),
-                      m.policy_version or "-")
+                      f"{m.losses['loss']:.3g}" if "loss" in m.losses else "-", m.policy_version or "-")
     return table
 
 
