@@ -171,6 +171,10 @@ class LearnerSettings(_Group):
     )
     feature_dim: int = Field(256, description="Dimension of the hashed text features (featurizer=hash)")
     hidden: int = Field(128, description="Hidden width of the policy and value networks")
+    torch_threads: int = Field(
+        1, ge=1, description="Threads of θ's torch updates: its matrices are small, and on the 2 shared cores one "
+        "thread ran a behaviour-cloning step 8x faster than two (load 9-10)"
+    )
     reader_tokens: Literal["minilm", "hash"] = Field(
         "minilm", description="Tokens of the reader: all-MiniLM-L6-v2's word pieces (table initialised from its "
         "embeddings) or hashed words (random table, no model files)"
