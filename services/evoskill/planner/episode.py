@@ -81,7 +81,9 @@ def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
     return base * 1000 + index
 
 
-def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
+def validate(request: planner_pb2.PlayEpisodeRequest, defaults: SearchConfig) -> None:
+    """Refuse a request that cannot be played, whichever agent plays it (the config is read even by the agents
+    that do not search: a bad value is bad input however it is used)."""
     if not request.env_spec:
         raise InvalidInput("env_spec is empty; e.g. 'twx:coin'")
     agent = request.config.agent or "mcts"
@@ -91,6 +93,7 @@ def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
         raise InvalidInput("config.num_simulations must be >= 1")
     if request.max_steps < 0:
         raise InvalidInput("max_steps must be >= 0")
+    resolve_config(request.config, defaults, 0)
 
 
 def q_values(result: SearchResult) -> np.ndarray:
@@ -149,7 +152,7 @@ class EpisodePlayer:
     notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
 
     def play(self, request: planner_pb2.PlayEpisodeRequest) -> Iterator[planner_pb2.EpisodeUpdate]:
-        validate(request)
+        validate(request, self.settings)
         agent = request.config.agent or "mcts"
         if agent.startswith("policy") and self.policy is None:
             raise FailedPrecondition(f"agent {agent!r} needs a published policy, and none is loaded")
