@@ -85,7 +85,11 @@ def finite(value: float, name: str) -> float:
 
 def in_range(value: float, low: float, high: float, name: str) -> None:
     if not low <= value <= high:
-        raise InvalidInput(f"{name} must be in [{low:g}, {high:g}], got {shown(value)}")
+        raise InvalidInput(f"{name} must be in [{_number(low)}, {_number(high)}], got {shown(value)}")
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def check_message(message: Message, where: str = "") -> None:
