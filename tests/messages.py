@@ -1,6 +1,7 @@
 """Hypothesis strategies for any protobuf message, built from its descriptor: what an attacker or a buggy
 client may send. Numbers include NaN, infinities and huge values; strings include the values the services
-know (so some requests get past the first check) and ones longer than any id or action may be."""
+know (so some requests get past the first check) and ones longer than any id or action may be.
+`perturbed(valid)` keeps a valid message but one field, so requests reach the code behind the first check."""
 
 from __future__ import annotations
 
@@ -67,23 +68,46 @@ def messages(descriptor: Descriptor | type[Message], depth: int = 4) -> st.Searc
     return st.fixed_dictionaries({}, optional=optional).map(lambda values: _build(cls, values))
 
 
+def perturbed(valid: Message, depth: int = 3) -> st.SearchStrategy[Message]:
+    """`valid` with one of its fields (set or not) replaced by anything its type allows."""
+    fields = list(valid.DESCRIPTOR.fields)
+
+    def replace(field: FieldDescriptor) -> st.SearchStrategy[Message]:
+        def build(value: Any) -> Message:
+            message = type(valid)()
+            message.CopyFrom(valid)
+            message.ClearField(field.name)
+            return _set(message, field, value)
+
+        anything = _field(field, depth).map(build)
+        if field.is_repeated or field.message_type is None or not valid.HasField(field.name):
+            return anything
+        return st.one_of(anything, perturbed(getattr(valid, field.name), depth - 1).map(build))  # a field inside
+
+    return st.sampled_from(fields).flatmap(replace)
+
+
 def _build(cls: type[Message], values: dict[str, Any]) -> Message:
     message = cls()
     for name, value in values.items():  # one at a time: a later member of a oneof replaces an earlier one
-        field = message.DESCRIPTOR.fields_by_name[name]
-        target = getattr(message, name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            for k, v in value.items():
-                if field.message_type.fields_by_name["value"].message_type is not None:
-                    target[k].CopyFrom(v)
-                else:
-                    target[k] = v
-        elif field.is_repeated:
-            target.extend(value)
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            target.CopyFrom(value)
-        else:
-            setattr(message, name, value)
+        _set(message, message.DESCRIPTOR.fields_by_name[name], value)
+    return message
+
+
+def _set(message: Message, field: FieldDescriptor, value: Any) -> Message:
+    target = getattr(message, field.name)
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        for k, v in value.items():
+            if field.message_type.fields_by_name["value"].message_type is not None:
+                target[k].CopyFrom(v)
+            else:
+                target[k] = v
+    elif field.is_repeated:
+        target.extend(value)
+    elif field.type == FieldDescriptor.TYPE_MESSAGE:
+        target.CopyFrom(value)
+    else:
+        setattr(message, field.name, value)
     return message
 
 

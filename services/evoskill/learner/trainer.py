@@ -179,6 +179,8 @@ class PolicyTrainer:
         bad = self.learner.nonfinite()
         problem = f"parameters {', '.join(bad[:3])} are not finite" if bad else None
         if problem is None:
+            latest = self.registry.latest()  # a version number is never handed out twice, whoever wrote the index
+            self.learner.version = max(self.learner.version, latest.number if latest else 0)
             path = self.learner.export(self.registry.directory)
             problem = unfit(OnnxPolicy(path, self.learner.featurizer))
             if problem is None:
