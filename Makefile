@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,envs
 
-.PHONY: run test install protos lint typecheck bench clean up down status
+.PHONY: run test install protos chart-docs lint typecheck bench clean up down status
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ test: $(STAMP)
 
 protos: $(STAMP)
 	$(PY) -m evoskill.platform.protogen
+
+chart-docs: $(STAMP)
+	$(PY) deploy/chart_readme.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check services tests

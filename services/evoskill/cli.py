@@ -354,6 +354,14 @@ def eval_cmd(
     _run_client(main)
 
 
+@app.command("envs")
+def envs_cmd() -> None:
+    """List the environments a spec can select, every scheme's (those of installed plug-ins too)."""
+    from evoskill.envs import describe_environments
+
+    console.print(describe_environments(), markup=False, highlight=False, soft_wrap=True)
+
+
 AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
 # An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
 # mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)

@@ -4,6 +4,7 @@ form: what θ reads survives the round trip, and a bad line is named by its numb
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +113,25 @@ def test_library_import_refuses_a_bad_file_before_reaching_any_service(tmp_path:
     result = CliRunner().invoke(app, ["library", "import", str(path)])
     assert result.exit_code == 2
     assert f"{path} line 1: seed: Field required" in " ".join(result.output.split())
+
+
+def test_a_gold_action_that_is_not_valid_is_passed_over_and_the_game_still_won() -> None:
+    # TextWorldExpress's default CookingWorld, train seed 69: its gold path opens the kitchen cupboard twice.
+    env = make_env("twx:cookingworld")
+    obs = env.reset(69, "train")
+    gold, invalid = env.gold_path(), 0
+    for action in gold:
+        if action not in obs.valid_actions:
+            invalid += 1
+            continue
+        obs, _ = env.step(action)
+    assert invalid, "the environment's gold path changed: pick another seed"
+    episode = next(generate("twx:cookingworld", "train", range(69, 70), seen=False))
+    assert episode.won and len(episode.steps) == len(gold) - invalid
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
+def test_scienceworld_gold_actions_outside_the_valid_list_are_played() -> None:
+    # ScienceWorld's parser accepts gold actions its valid-action list does not name ("open door to kitchen").
+    episode = next(generate("sciworld:boil?easy=1", "train", range(0, 1), seen=False))
+    assert episode.won

@@ -34,14 +34,20 @@ Fold seeds: ``tw-make --seed`` is ``seed % 10**6`` plus 0 (train), 1 000 000 (de
 train/dev/test variation lists).
 
 Scheme aliases: ``textworld-express`` for ``twx``, ``textworld`` for ``tw``, ``scienceworld`` and
-``sw`` for ``sciworld``. A bad spec raises :class:`EnvSpecError` (an ``InvalidInput``) that names the
-problem and lists what is accepted; :func:`list_environments` lists everything.
+``sw`` for ``sciworld``.
+
+More schemes come from packages: an ``evoskill.envs`` entry point named after the scheme whose object
+is an :class:`EnvScheme` (:mod:`evoskill.envs.registry`); a Gymnasium-style text env needs only
+``EnvScheme.gym(factory)``, which wraps it in :class:`GymTextEnv` (docs/custom-environment.md).
+
+A bad spec raises :class:`EnvSpecError` (an ``InvalidInput``) that names the problem and lists what
+is accepted; :func:`list_environments` lists everything.
 
 The interface
 -------------
 
-``make_env(spec, strict=True, max_steps=None, gold_path=True, cache_dir=None) -> TextEnv``, then
-``env.reset(seed, fold) -> Observation`` (fold: train/dev/test) and
+``make_env(spec, strict=True, max_steps=None, gold_path=True, cache_dir=None) -> TextEnv`` (the
+scheme's ``make``), then ``env.reset(seed, fold) -> Observation`` (fold: train/dev/test) and
 ``env.step(action) -> (Observation, reward)``, reward being the change of the score normalised to
 [0, 1] (TWX score, ScienceWorld score/100, TextWorld score/max_score). Also ``valid_actions()``,
 ``goal``, ``score``, ``done``, ``won``, ``lost``, ``moves``, ``actions`` (the prefix since reset),
@@ -61,11 +67,10 @@ Java runtime missing; ``Unavailable``). The kinds are those of :mod:`evoskill.co
 from __future__ import annotations
 
 import os
-import shutil
+from pathlib import Path
 from typing import Any
 
 from evoskill.common.v1.common_pb2 import Observation
-from evoskill.core.errors import Unavailable
 from evoskill.envs.base import (
     BaseTextEnv,
     EnvStateError,
@@ -75,9 +80,11 @@ from evoskill.envs.base import (
     TextEnv,
     heuristic_template,
 )
+from evoskill.envs.gym_adapter import GymTextEnv
+from evoskill.envs.jvm import java_available
+from evoskill.envs.registry import ENTRY_POINT_GROUP, EnvScheme, EnvUnavailableError, scheme_registry
 from evoskill.envs.spec import (
     FOLDS,
-    SCHEMES,
     EnvironmentInfo,
     EnvSpec,
     EnvSpecError,
@@ -87,14 +94,16 @@ from evoskill.envs.spec import (
 )
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "FOLDS",
-    "SCHEMES",
     "BaseTextEnv",
+    "EnvScheme",
     "EnvSpec",
     "EnvSpecError",
     "EnvStateError",
     "EnvUnavailableError",
     "EnvironmentInfo",
+    "GymTextEnv",
     "InvalidActionError",
     "Observation",
     "Snapshot",
@@ -109,17 +118,6 @@ __all__ = [
 ]
 
 
-class EnvUnavailableError(Unavailable):
-    """The spec is fine but this machine cannot run it (package or Java runtime missing)."""
-
-
-def java_available() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and os.path.isfile(os.path.join(java_home, "bin", "java")):
-        return True
-    return shutil.which("java") is not None
-
-
 def make_env(
     spec: str | EnvSpec,
     *,
@@ -129,29 +127,12 @@ def make_env(
     cache_dir: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> TextEnv:
-    """Start the environment ``spec`` names. ``reset(seed, fold)`` it before stepping.
+    """Start the environment ``spec`` names, with its scheme's ``make``. ``reset(seed, fold)`` it before stepping.
 
-    ``cache_dir`` (TextWorld only) is where generated games are kept; other ``options`` go to
-    the adapter (e.g. ``generate_timeout`` for TextWorld).
+    ``cache_dir`` is where a scheme keeps generated games (TextWorld); other ``options`` go to the
+    adapter (e.g. ``generate_timeout`` for TextWorld).
     """
     parsed = parse_spec(spec)
-    common: dict[str, Any] = {"strict": strict, "max_steps": max_steps, "gold_path": gold_path, **options}
-    if parsed.scheme == "twx":
-        if not java_available():
-            raise EnvUnavailableError("TextWorldExpress needs a Java runtime (java on PATH or JAVA_HOME)")
-        from evoskill.envs.twx import TextWorldExpressAdapter
-
-        return TextWorldExpressAdapter(parsed, **common)
-    if parsed.scheme == "tw":
-        from evoskill.envs.textworld_env import TextWorldAdapter, textworld_available
-
-        if not textworld_available():
-            raise EnvUnavailableError("TextWorld is not installed: pip install 'evoskill[envs]'")
-        return TextWorldAdapter(parsed, cache_dir=cache_dir, **common)
-    from evoskill.envs.scienceworld_env import ScienceWorldAdapter, scienceworld_available
-
-    if not scienceworld_available():
-        raise EnvUnavailableError("ScienceWorld is not installed: pip install 'evoskill[envs]'")
-    if not java_available():
-        raise EnvUnavailableError("ScienceWorld needs a Java runtime (java on PATH or JAVA_HOME)")
-    return ScienceWorldAdapter(parsed, **common)
+    _, scheme = scheme_registry().resolve(parsed.scheme)
+    return scheme.make(parsed, strict=strict, max_steps=max_steps, gold_path=gold_path,
+                       cache_dir=Path(cache_dir) if cache_dir is not None else None, **options)

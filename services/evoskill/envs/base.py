@@ -278,7 +278,7 @@ class BaseTextEnv(abc.ABC):
         gold_path: bool = True,
     ) -> None:
         parsed = parse_spec(spec)
-        if parsed.scheme != self.scheme:
+        if self.scheme and parsed.scheme != self.scheme:  # "": an adapter of any scheme (GymTextEnv)
             raise EnvSpecError(f"{type(self).__name__} runs {self.scheme}: specs, not {parsed.canonical()!r}")
         if max_steps is not None and max_steps <= 0:
             raise InvalidInput(f"max_steps must be positive, got {max_steps}")
@@ -342,9 +342,9 @@ class BaseTextEnv(abc.ABC):
         """Switch to another game/task of the same scheme; takes effect at the next reset."""
         self._check_open()
         parsed = parse_spec(spec)
-        if parsed.scheme != self.scheme:
+        if parsed.scheme != self._spec.scheme:
             raise EnvSpecError(
-                f"this {self.scheme} env cannot load {parsed.canonical()!r}; make a new env for that scheme"
+                f"this {self._spec.scheme} env cannot load {parsed.canonical()!r}; make a new env for that scheme"
             )
         if parsed != self._spec:
             self._load(parsed)
@@ -427,7 +427,7 @@ class BaseTextEnv(abc.ABC):
 
     def copy(self) -> TextEnv:
         raise NotImplementedError(
-            f"{self.scheme} has no native state copy; use snapshot()/restore() (replays the action prefix)"
+            f"{self._spec.scheme} has no native state copy; use snapshot()/restore() (replays the action prefix)"
         )
 
     def close(self) -> None:

@@ -1,13 +1,22 @@
-"""Shutting down the py4j JVMs that TextWorldExpress and ScienceWorld start."""
+"""The Java runtime TextWorldExpress and ScienceWorld need, and shutting down the py4j JVMs they start."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
 import subprocess
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+def java_available() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.path.isfile(os.path.join(java_home, "bin", "java")):
+        return True
+    return shutil.which("java") is not None
 
 
 def java_process(env: Any) -> subprocess.Popen[bytes] | None:

@@ -14,19 +14,14 @@ from evoskill.core.errors import InvalidInput
 
 FOLDS: tuple[str, ...] = ("train", "dev", "test")
 
-# Readable aliases accepted for the scheme part.
-SCHEME_ALIASES: dict[str, str] = {
-    "twx": "twx",
-    "textworldexpress": "twx",
-    "textworld-express": "twx",
-    "textworld_express": "twx",
-    "tw": "tw",
-    "textworld": "tw",
-    "sciworld": "sciworld",
-    "scienceworld": "sciworld",
-    "sw": "sciworld",
-}
-SCHEMES: tuple[str, ...] = ("twx", "tw", "sciworld")
+# reset(seed, fold) of a scheme without folds of its own (TextWorld, Gymnasium-style plug-ins) plays the
+# game seed FOLD_SEED_OFFSET[fold] + seed % FOLD_SEED_SPAN: disjoint ranges, so no test game is trained on.
+FOLD_SEED_SPAN = 1_000_000
+FOLD_SEED_OFFSET: dict[str, int] = {"train": 0, "dev": 1_000_000, "test": 2_000_000}
+
+
+def fold_seed(seed: int, fold: str) -> int:
+    return FOLD_SEED_OFFSET[fold] + seed % FOLD_SEED_SPAN
 
 # TextWorldExpress games and the gameParams each accepts (checked against textworld-express 1.1.0:
 # the JVM's "Known properties" answer to an unknown property). All values are integers.
@@ -204,41 +199,50 @@ def _split_params(spec: str, query: str) -> dict[str, str]:
     return params
 
 
+def _schemes() -> str:
+    from evoskill.envs.registry import scheme_registry  # lazy: the registry imports this module
+
+    return ", ".join(scheme_registry().names())
+
+
 def parse_spec(spec: str | EnvSpec, *, validate: bool = True) -> EnvSpec:
     """Parse ``scheme:name?k=v,k=v`` into an :class:`EnvSpec` with canonical names.
 
-    Raises :class:`EnvSpecError` naming the problem and listing what is accepted. With
-    ``validate`` (default) the parameters are checked too: TextWorldExpress params against the
-    game's known properties (integers), TextWorld options against ``tw-make``'s parser (when
-    TextWorld is installed), ScienceWorld params against its simplifications.
+    Raises :class:`EnvSpecError` naming the problem and listing what is accepted. The scheme (a
+    built-in or a plug-in, see :mod:`evoskill.envs.registry`) canonicalises and, with ``validate``
+    (default), checks name and parameters: TextWorldExpress params against the game's known
+    properties (integers), TextWorld options against ``tw-make``'s parser (when TextWorld is
+    installed), ScienceWorld params against its simplifications.
     """
+    from evoskill.envs.registry import scheme_registry
+
     if isinstance(spec, EnvSpec):
         spec = spec.canonical()
     if not isinstance(spec, str) or not spec.strip():
-        raise EnvSpecError(f"empty environment spec; expected scheme:name, scheme one of {', '.join(SCHEMES)}")
+        raise EnvSpecError(f"empty environment spec; expected scheme:name, scheme one of {_schemes()}")
     text = spec.strip()
     if ":" not in text:
         raise EnvSpecError(
             f"environment spec {text!r} has no scheme; expected scheme:name[?k=v,...] with scheme one of "
-            f"{', '.join(SCHEMES)} (e.g. twx:coin, tw:custom?world_size=3, sciworld:boil)"
+            f"{_schemes()} (e.g. twx:coin, tw:custom?world_size=3, sciworld:boil)"
         )
     scheme_raw, rest = text.split(":", 1)
-    scheme = SCHEME_ALIASES.get(scheme_raw.strip().lower())
-    if scheme is None:
-        raise EnvSpecError(f"unknown environment scheme {scheme_raw!r}; accepted schemes: {', '.join(SCHEMES)}")
+    scheme, entry = scheme_registry().resolve(scheme_raw)
     name_raw, _, query = rest.partition("?")
     name_raw = name_raw.strip()
     if not name_raw or not _NAME_RE.match(name_raw):
         raise EnvSpecError(f"missing or malformed name {name_raw!r} in spec {text!r}")
     params = _split_params(text, query)
-    if scheme == "twx":
-        return _twx_spec(name_raw, params, validate)
-    if scheme == "tw":
-        return _tw_spec(name_raw, params, validate)
-    return _sw_spec(name_raw, params, validate)
+    try:
+        name, canonical = entry.parse(name_raw, params, validate)
+    except EnvSpecError:
+        raise
+    except ValueError as exc:  # a plug-in's parse names the problem; the spec says where
+        raise EnvSpecError(f"{scheme}:{name_raw}: {exc}") from exc
+    return EnvSpec(scheme, name, dict(canonical))
 
 
-def _twx_spec(name: str, params: dict[str, str], validate: bool) -> EnvSpec:
+def parse_twx(name: str, params: dict[str, str], validate: bool) -> tuple[str, dict[str, str]]:
     game = TWX_ALIASES.get(_norm(name))
     if game is None:
         raise EnvSpecError(
@@ -253,10 +257,10 @@ def _twx_spec(name: str, params: dict[str, str], validate: bool) -> EnvSpec:
                 raise EnvSpecError(f"unknown parameter {key!r} for twx:{game}; accepted parameters: {accepted}")
             if not re.fullmatch(r"-?\d+", value):
                 raise EnvSpecError(f"parameter {key}={value!r} for twx:{game} must be an integer")
-    return EnvSpec("twx", game, dict(params))
+    return game, dict(params)
 
 
-def _tw_spec(name: str, params: dict[str, str], validate: bool) -> EnvSpec:
+def parse_tw(name: str, params: dict[str, str], validate: bool) -> tuple[str, dict[str, str]]:
     key = _norm(name)
     generator = name.strip().lower() if name.strip().lower() in TW_GENERATORS else TW_ALIASES.get(key)
     if generator is None:
@@ -268,15 +272,14 @@ def _tw_spec(name: str, params: dict[str, str], validate: bool) -> EnvSpec:
                 f"parameter {k!r} is set by the adapter for tw:{generator} (seed and output come from "
                 f"reset(seed, fold) and the cache dir); remove it"
             )
-    spec = EnvSpec("tw", generator, norm_params)
     if validate:
         from evoskill.envs.textworld_env import validate_tw_options  # lazy: imports textworld
 
-        validate_tw_options(spec)
-    return spec
+        validate_tw_options(EnvSpec("tw", generator, norm_params))
+    return generator, norm_params
 
 
-def _sw_spec(name: str, params: dict[str, str], validate: bool) -> EnvSpec:
+def parse_sciworld(name: str, params: dict[str, str], validate: bool) -> tuple[str, dict[str, str]]:
     from evoskill.envs.scienceworld_env import resolve_task  # lazy: reads scienceworld's task table
 
     task = resolve_task(name)
@@ -290,18 +293,20 @@ def _sw_spec(name: str, params: dict[str, str], validate: bool) -> EnvSpec:
                 f"{', '.join(SW_SIMPLIFICATIONS)}"
             )
         out[canon] = "1" if (parse_bool(value, key=key) if validate else value not in _FALSE) else "0"
-    return EnvSpec("sciworld", task, out)
+    return task, out
 
 
-def list_environments() -> list[EnvironmentInfo]:
-    """What can be selected by a spec, for ``--help`` and the README. Starts no JVM."""
-    from evoskill.envs.scienceworld_env import scienceworld_available, sciworld_tasks
-    from evoskill.envs.textworld_env import textworld_available
-
+def twx_environments() -> list[EnvironmentInfo]:
     out: list[EnvironmentInfo] = []
     for game, params in TWX_GAMES.items():
         aliases = tuple(sorted(a for a, g in TWX_ALIASES.items() if g == game and a != game))
         out.append(EnvironmentInfo("twx", game, TWX_DESCRIPTIONS[game], params, aliases, True, f"twx:{game}"))
+    return out
+
+
+def tw_environments() -> list[EnvironmentInfo]:
+    from evoskill.envs.textworld_env import textworld_available
+
     tw_ok = textworld_available()
     examples = {
         "custom": "tw:custom?world_size=3,nb_objects=5,quest_length=3",
@@ -310,20 +315,40 @@ def list_environments() -> list[EnvironmentInfo]:
         "tw-cooking": "tw:tw-cooking?recipe=1,take=1,go=1,open=1,cook=1,cut=1",
         "tw-simple": "tw:tw-simple?rewards=dense,goal=detailed",
     }
+    out: list[EnvironmentInfo] = []
     for gen, desc in TW_GENERATORS.items():
         aliases = tuple(sorted(a for a, g in TW_ALIASES.items() if g == gen and a != gen))
         out.append(EnvironmentInfo("tw", gen, desc, (), aliases, tw_ok, examples[gen]))
+    return out
+
+
+def sciworld_environments() -> list[EnvironmentInfo]:
+    from evoskill.envs.scienceworld_env import scienceworld_available, sciworld_tasks
+
     sw_ok = scienceworld_available()
-    for task_id, task, title in sciworld_tasks():
-        out.append(EnvironmentInfo("sciworld", task, title, SW_SIMPLIFICATIONS, (task_id,), sw_ok, f"sciworld:{task}"))
+    return [EnvironmentInfo("sciworld", task, title, SW_SIMPLIFICATIONS, (task_id,), sw_ok, f"sciworld:{task}")
+            for task_id, task, title in sciworld_tasks()]
+
+
+def list_environments() -> list[EnvironmentInfo]:
+    """What can be selected by a spec, every scheme's (plug-ins too), for the CLI and the README.
+    Starts no JVM; a plug-in without a listing appears as one line, its description."""
+    from evoskill.envs.registry import scheme_registry
+
+    out: list[EnvironmentInfo] = []
+    for name, scheme in scheme_registry().loaded():
+        if scheme.environments is not None:
+            out += scheme.environments()
+        else:
+            out.append(EnvironmentInfo(name, "", scheme.description, aliases=scheme.aliases))
     return out
 
 
 def describe_environments() -> str:
-    """A plain-text table of :func:`list_environments` for ``--help``."""
+    """A plain-text table of :func:`list_environments`."""
     lines: list[str] = []
     for info in list_environments():
         extra = f" params: {', '.join(info.params)}" if info.params else ""
         avail = "" if info.available else " (not installed)"
-        lines.append(f"{info.scheme}:{info.name:<48} {info.description}{avail}{extra}")
+        lines.append(f"{info.scheme + ':' + info.name:<52} {info.description}{avail}{extra}")
     return "\n".join(lines)

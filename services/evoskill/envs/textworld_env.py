@@ -31,13 +31,10 @@ from typing import Any
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.errors import InvalidInput
 from evoskill.envs.base import BaseTextEnv, TemplateMatcher, clamp01
-from evoskill.envs.spec import FOLDS, TW_RESERVED_OPTIONS, EnvSpec, EnvSpecError, parse_bool
+from evoskill.envs.spec import FOLDS, TW_RESERVED_OPTIONS, EnvSpec, EnvSpecError, fold_seed, parse_bool
 
 DEFAULT_CACHE_DIR = Path(".evoskill") / "cache" / "textworld"
 
-# reset(seed, fold) plays the game made with tw-make --seed FOLD_SEED_OFFSET[fold] + seed % FOLD_SEED_SPAN.
-FOLD_SEED_SPAN = 1_000_000
-FOLD_SEED_OFFSET: dict[str, int] = {"train": 0, "dev": 1_000_000, "test": 2_000_000}
 # tw-cooking has its own food/preparation splits; a fold selects the matching one unless split= is given.
 COOKING_SPLIT: dict[str, str] = {"train": "train", "dev": "valid", "test": "test"}
 
@@ -285,7 +282,8 @@ class TextWorldAdapter(BaseTextEnv):
 
     @staticmethod
     def game_seed(seed: int, fold: str) -> int:
-        return FOLD_SEED_OFFSET[fold] + seed % FOLD_SEED_SPAN
+        """tw-make's --seed for (seed, fold): each fold its own range of games."""
+        return fold_seed(seed, fold)
 
     def game_file(self, seed: int, fold: str) -> Path:
         """The cached game file for (seed, fold), generated if missing."""

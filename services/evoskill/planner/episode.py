@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,27 +185,29 @@ class EpisodePlayer:
         obs = session.observation
         if agent == "demo" and not session.gold_path:
             raise InvalidInput(f"{request.env_spec} gives no gold path to demonstrate (agent 'demo')")
-        env_steps = 0
+        env_steps, gold = 0, deque(session.gold_path)
         for index in range(max_steps):
             actions = list(obs.valid_actions)
             if obs.done or not actions:
                 break
-            reply, target = None, events_pb2.SearchTarget(actions=actions)
+            reply, target, step = None, events_pb2.SearchTarget(actions=actions), None
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
                 penalty = SearchConfig.from_proto(request.config, self.settings).policy_revisit_penalty
                 chosen = self._act(session.session_id, obs, target, penalty)
             elif agent == "demo":
-                if index >= len(session.gold_path):
-                    break
-                chosen = session.gold_path[index]
                 self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
+                played = self._gold_step(session.session_id, gold)
+                if played is None:
+                    break
+                chosen, step = played
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
                 env_steps += cost
-            step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
-                                                             publish=True))
+            if step is None:
+                step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
+                                                                 publish=True))
             env_steps += 1
             transition = step.transition
             self.notes = notes_after(self.notes, chosen, transition.after.text)
@@ -225,6 +227,23 @@ class EpisodePlayer:
                                         observation=obs, finished=True, total_reward=self.completed.total_reward,
                                         env_steps=env_steps)
 
+    def _gold_step(self, session_id: str, gold: deque[str]) -> tuple[str, Any] | None:
+        """The next action of the gold path the environment accepts, stepped (None once the path is spent).
+        One it refuses is passed over: TextWorldExpress's CookingWorld gold paths open the kitchen cupboard a
+        second time in about one default game in four. The environment judges, not the valid-action list:
+        ScienceWorld accepts gold actions its list does not name."""
+        while gold:
+            action = gold.popleft()
+            try:
+                return action, self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session_id, action=action,
+                                                                         publish=True))
+            except InvalidInput:  # the library's in-process sandbox
+                continue
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+        return None
+
     def _finish(self, obs: Any, env_steps: int) -> None:
         self.completed.score, self.completed.won, self.completed.env_steps = obs.score, obs.won, env_steps
 
@@ -233,7 +252,9 @@ class EpisodePlayer:
         templates and which candidates lead back to a state the episode has been in, as search does. Every
         child, however many (search caps them at `prefetch_children` a node; here it is one call a real
         step): a greedy θ offered a no-op such as `look around` would pick it forever."""
-        every_child = self.settings.model_copy(update={"prefetch_children": sys.maxsize})
+        # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False.
+        every_child = self.settings.model_copy(
+            update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0})
         env = search_env(self.sandbox, session_id, every_child, self.score, None, frozenset(self.visited),
                          self.notes, self.stop)
         env.root()

@@ -1,0 +1,138 @@
+"""Environment schemes: the part before ``:`` in a spec, each a plug-in found by entry point.
+
+A package adds a scheme by declaring an entry point in the ``evoskill.envs`` group whose name is the
+scheme and whose object is an :class:`EnvScheme` (``pip install`` it and every process of the stack
+can play ``scheme:name``). evoskill declares its own three the same way in pyproject.toml; where the
+installed metadata predates those declarations (an editable install made earlier), the built-ins come
+from :data:`BUILTIN_ENTRY_POINTS`, so they never depend on it. A scheme that fails to load is an error
+only when a spec names it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any
+
+from evoskill.core.errors import Unavailable
+from evoskill.envs.spec import EnvironmentInfo, EnvSpec, EnvSpecError
+
+if TYPE_CHECKING:
+    from evoskill.envs.base import TextEnv
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "evoskill.envs"
+# The built-ins as pyproject.toml declares them (a test keeps the two equal).
+BUILTIN_ENTRY_POINTS: dict[str, str] = {
+    "twx": "evoskill.envs.schemes:TWX",
+    "tw": "evoskill.envs.schemes:TW",
+    "sciworld": "evoskill.envs.schemes:SCIWORLD",
+}
+
+# parse(name, params, validate) -> (canonical name, canonical params); raises ValueError naming the problem.
+# validate=False asks for canonical names only, skipping checks that cost (importing a package).
+Parse = Callable[[str, dict[str, str], bool], tuple[str, dict[str, str]]]
+
+
+class EnvUnavailableError(Unavailable):
+    """The spec is fine but this machine cannot run it (package or Java runtime missing)."""
+
+
+def _keep(name: str, params: dict[str, str], validate: bool) -> tuple[str, dict[str, str]]:
+    return name, params
+
+
+@dataclass(frozen=True)
+class EnvScheme:
+    """What a plug-in declares: how to start a game of the scheme, and optionally how to check a spec.
+
+    ``make(spec, *, strict, max_steps, gold_path, cache_dir, **options) -> TextEnv`` starts the game
+    ``spec`` names (``cache_dir``: a folder the stack keeps for generated files, or None). ``parse``
+    canonicalises and checks the name and parameters before anything starts (default: kept as given).
+    ``environments()`` lists the games for :func:`~evoskill.envs.list_environments`.
+    """
+
+    make: Callable[..., TextEnv]
+    parse: Parse = _keep
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    environments: Callable[[], list[EnvironmentInfo]] | None = None
+
+    @classmethod
+    def gym(cls, factory: Callable[[EnvSpec], Any], **fields: Any) -> EnvScheme:
+        """A scheme of Gymnasium-style text environments: ``factory(spec)`` makes one, and
+        :class:`~evoskill.envs.gym_adapter.GymTextEnv` wraps it."""
+        from evoskill.envs.gym_adapter import GymTextEnv
+
+        def make(spec: EnvSpec, *, cache_dir: object = None, **options: Any) -> TextEnv:
+            return GymTextEnv(spec, factory, **options)
+
+        return cls(make=make, **fields)
+
+
+@dataclass(frozen=True)
+class _Declared:
+    name: str
+    scheme: EnvScheme | None
+    origin: str  # the distribution that declared it, for messages
+    error: str = ""  # why it could not be loaded
+
+
+class Registry:
+    """The schemes in this process, loaded once from the entry points."""
+
+    def __init__(self, declared: Iterable[EntryPoint]) -> None:
+        self._schemes: dict[str, _Declared] = {}
+        points = list(declared)
+        seen = {ep.name for ep in points}
+        points += [EntryPoint(name, value, ENTRY_POINT_GROUP) for name, value in BUILTIN_ENTRY_POINTS.items()
+                   if name not in seen]
+        for ep in points:
+            if ep.name not in self._schemes:  # the first declaration of a name wins (sys.path order)
+                self._schemes[ep.name] = _load(ep)
+        self._aliases = {name: name for name in self._schemes}
+        for name, entry in self._schemes.items():
+            for alias in entry.scheme.aliases if entry.scheme else ():
+                self._aliases.setdefault(alias.lower(), name)
+
+    def names(self) -> list[str]:
+        """Scheme names: the built-ins first, then the plug-ins alphabetically."""
+        plugins = sorted(n for n in self._schemes if n not in BUILTIN_ENTRY_POINTS)
+        return [n for n in BUILTIN_ENTRY_POINTS if n in self._schemes] + plugins
+
+    def resolve(self, scheme: str) -> tuple[str, EnvScheme]:
+        """The canonical name and the scheme ``scheme`` (a name or alias) selects."""
+        name = self._aliases.get(scheme.strip().lower())
+        if name is None:
+            raise EnvSpecError(f"unknown environment scheme {scheme!r}; accepted schemes: {', '.join(self.names())} "
+                               f"(more come from packages declaring {ENTRY_POINT_GROUP!r} entry points)")
+        entry = self._schemes[name]
+        if entry.scheme is None:
+            raise EnvSpecError(f"environment scheme {name!r} (from {entry.origin}) could not be loaded: "
+                               f"{entry.error}; reinstall or uninstall that package")
+        return name, entry.scheme
+
+    def loaded(self) -> list[tuple[str, EnvScheme]]:
+        return [(n, e.scheme) for n in self.names() if (e := self._schemes[n]).scheme is not None]
+
+
+def _load(ep: EntryPoint) -> _Declared:
+    origin = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else ep.value
+    try:
+        obj = ep.load()
+    except Exception as exc:  # a broken plug-in must not break the other schemes
+        log.warning("environment scheme %r (%s) failed to load", ep.name, origin, exc_info=True)
+        return _Declared(ep.name, None, origin, f"{type(exc).__name__}: {exc}")
+    if not isinstance(obj, EnvScheme):
+        return _Declared(ep.name, None, origin, f"{ep.value} is a {type(obj).__name__}, not an EnvScheme")
+    return _Declared(ep.name, obj, origin)
+
+
+@functools.cache
+def scheme_registry() -> Registry:
+    """The process's registry (entry points are read once; ``scheme_registry.cache_clear()`` rereads them)."""
+    return Registry(entry_points(group=ENTRY_POINT_GROUP))
