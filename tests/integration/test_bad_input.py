@@ -360,6 +360,8 @@ def requests_of(service: ServiceDescriptor,
     return st.sampled_from(list(service.methods)).flatmap(draw)
 
 
+# The services answering on the event loop draw from the global `random` while hypothesis draws in its thread.
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 @pytest.mark.parametrize("service", list(PROTOS))
 async def test_random_requests_are_never_answered_internal_or_unknown(edges: Edges, service: str) -> None:
     target = edges.settings.endpoint(service).target
