@@ -287,18 +287,6 @@ async def test_an_oversized_message_on_every_consumed_subject_is_dead_lettered_o
     await until(lambda: any(p["episode_id"] == f"after-{tag}" for p in stored(memory)), "the memory's next step")
 
 
-async def test_an_oversized_publish_is_refused_before_it_leaves(edges: Edges) -> None:
-    small = edges.settings.model_copy(update={"nats": edges.settings.nats.model_copy(
-        update={"max_message_bytes": 4096})})
-    bus = Bus(small, "small")
-    await bus.start()
-    try:
-        with pytest.raises(Exception, match=r"over nats.max_message_bytes \(4096\)"):
-            await bus.publish(Subjects.EPISODE_COMPLETED, gold_episode("twx:coin", 1, "too-big", max_steps=8))
-    finally:
-        await bus.stop()
-
-
 # -- random requests and events ------------------------------------------------------------------------
 
 def _class(descriptor: Any) -> type[Message]:

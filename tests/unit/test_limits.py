@@ -65,6 +65,8 @@ def test_a_poisoned_episode_is_refused_naming_the_field() -> None:
     (memory_pb2.RetrieveRequest(goal="g", limit=10**6), "limit"),
     (learner_pb2.TrainRequest(steps=10**7), "steps must be in [1, 1000000]"),
     (learner_pb2.TrainRequest(steps=1, wait_seconds=math.nan), "wait_seconds"),
+    (learner_pb2.TrainRequest(steps=1, seed=-1), "seed must be >= 0, got -1"),
+    (planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=-5), "seed must be >= 0"),
     (events_pb2.RewardScored(total=1.0, terms={"loop": math.nan}), "terms['loop'] is nan"),
 ])
 def test_every_edge_message_is_refused_naming_its_field(message: Message, named: str) -> None:

@@ -5,7 +5,7 @@ handler runs) go through `check_message`, so no state is touched by a message th
 The limits, for any message type, walked field by field:
 - every number finite and at most `MAX_MAGNITUDE` either side of 0 (a NaN reward or Q value would reach θ,
   the memory or a score; a huge one overflows to infinity in the first sum);
-- strings within their field's length (ids and names short, actions a line, texts 256 KiB);
+- strings within their field's length (ids and names short, actions a line, texts 256 KiB); seeds >= 0;
 - repeated and map fields within a count;
 - per message type, the rules below (`_RULES`): consistent lengths (a search target's statistics align with
   its actions), ranges (a step quota, a rollout depth) and non-negative probabilities.
@@ -58,6 +58,7 @@ _STRING_LIMITS = {
     **dict.fromkeys(("action", "actions", "valid_actions", "gold_path", "template", "templates"), MAX_ACTION),
 }
 _ACTION_TEXT = ("evoskill.common.v1.Action", "text")  # the one `text` that is an action, not a text
+_SEEDS = ("seed", "rollout_seed")  # random generators take no negative seed
 _REPEATED_LIMITS = {"steps": MAX_EPISODE_STEPS, "probes": MAX_PROBES, "experiences": MAX_EXPERIENCES}
 _FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
 _STRINGS = (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
@@ -115,6 +116,8 @@ def _check_value(owner: str, field: FieldDescriptor, value: Any, name: str) -> N
         finite(value, name)
     elif field.type in _STRINGS:
         _check_length(owner, field, value, name)
+    elif field.name in _SEEDS and value < 0:
+        raise InvalidInput(f"{name} must be >= 0, got {value}")
 
 
 def _limit(owner: str, field: FieldDescriptor) -> int:

@@ -99,7 +99,7 @@ class SearchConfig(BaseModel):
     normalize_q: bool = Field(True, description="Min-max normalise Q over the search (MuZero's MinMaxStats)")
     max_depth: int = Field(64, ge=1, le=limits.MAX_PATH,
                            description="Selection stops at this depth (guards cycles through transpositions)")
-    seed: int = Field(0, description="Noise and rollout seed (episodes derive one per real step)")
+    seed: int = Field(0, ge=0, description="Noise and rollout seed (episodes derive one per real step)")
     prefetch_children: int = Field(
         32, ge=0,
         description="Step all children of a new node in one sandbox call when it has at most this many actions; "

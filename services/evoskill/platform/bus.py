@@ -35,7 +35,7 @@ from faststream import AckPolicy
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, NatsMessage, PullSub, StreamConfig
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from google.protobuf.message import DecodeError, Message
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import trace
 
 from evoskill.core.errors import DomainError, InvalidInput, ResourceExhausted
@@ -95,6 +95,7 @@ class Bus:
     async def start(self) -> None:
         await self.broker.connect()
         await self._ensure_stream()
+        await self._bound_redelivery()  # before the subscriptions pull: an update then would strand their pulls
         await self.broker.start()
         if self._consumers:
             self._lag_watcher = asyncio.create_task(self._watch_lag())
@@ -119,6 +120,24 @@ class Bus:
                     continue
                 metrics.set_lag(self.stream.name, durable, subject, info.num_pending + info.num_ack_pending)
             await asyncio.sleep(self.lag_interval_s)
+
+    @property
+    def server_max_deliver(self) -> int:
+        """The server's bound on deliveries: one past ours, the delivery that dead-letters a message whose every
+        handling died unfinished."""
+        return self.settings.nats.max_deliver + 1
+
+    async def _bound_redelivery(self) -> None:
+        # A durable made before redelivery was bounded (or with another max_deliver) keeps its config: update it.
+        js = self.broker.config.connection_state.stream
+        for durable, _ in self._consumers:
+            try:
+                info = await js.consumer_info(self.stream.name, durable)
+            except NotFoundError:
+                continue  # new: broker.start() makes it with the bound
+            if info.config.max_deliver != self.server_max_deliver:
+                info.config.max_deliver = self.server_max_deliver
+                await js.add_consumer(self.stream.name, info.config)
 
     async def _ensure_stream(self) -> None:
         # Publishers may start before any consumer declared the stream; adding it is idempotent.
@@ -172,9 +191,8 @@ class Bus:
                 durable=durable,
                 pull_sub=PullSub(batch_size=16, timeout=1.0),
                 ack_policy=AckPolicy.MANUAL,
-                # Redelivery is bounded here (dead-letter after max_deliver); the server's bound, one more, is
-                # the delivery that dead-letters a message whose every handling died unfinished.
-                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=nats.max_deliver + 1,
+                # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
+                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
                                       inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
             )
             async def receive(msg: NatsMessage) -> None:
