@@ -16,6 +16,7 @@ def train(
     episodes_per_epoch: Annotated[int, typer.Option(help="train-fold tasks played per epoch")] = 4,
     eval_episodes: Annotated[int, typer.Option(help="held-out tasks evaluated after each epoch")] = 2,
     simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 16,
+    search_algorithm: Annotated[str, typer.Option(help="puct | gumbel ('' = search.algorithm)")] = "",
     max_steps: int = 20,
     train_steps: Annotated[int, typer.Option(help="learner gradient steps per epoch")] = 20,
     batch_size: Annotated[int, typer.Option(help="learner batch size (0 = learner.batch_size)")] = 0,
@@ -24,7 +25,16 @@ def train(
     eval_fold: Annotated[str, typer.Option(help="dev | test")] = "dev",
     tune: Annotated[str, typer.Option(help="'es': evolve c_puct, Dirichlet noise and rollout depth")] = "",
     es_population: Annotated[int, typer.Option(help="ES candidates per generation (even)")] = 4,
-    demos: Annotated[int, typer.Option(help="train-fold gold paths played first, into the offline library")] = 0,
+    eval_start: Annotated[bool, typer.Option("--eval-start", help="epoch 0: the held-out games before any training")]
+    = False,
+    demos: Annotated[int, typer.Option(help="train-fold gold paths into the offline library, then an imitation "
+                                            "epoch (behaviour cloning on them)")] = 0,
+    imitation_steps: Annotated[int, typer.Option(help="cloning steps of the imitation epoch (0 = --train-steps)")]
+    = 0,
+    online_fraction: Annotated[float | None, typer.Option(help="share of a search epoch's batches from its games "
+                                                               "(default learner.online_fraction)")] = None,
+    eval_agent: Annotated[str, typer.Option(help="'' = the epoch's agent; 'policy' = θ alone (random before θ)")]
+    = "",
     policy: Annotated[str, typer.Option(help="θ version epoch 1 starts from (e.g. from `evoskill library train`)")]
     = "",
     no_train: Annotated[bool, typer.Option("--no-train", help="play and evaluate only, no learner call")] = False,
@@ -39,9 +49,10 @@ def train(
 
     params = TrainingParams(
         envs=env, epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
-        simulations=simulations, max_steps=max_steps, train_steps=train_steps, batch_size=batch_size,
-        parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune, es_population=es_population,
-        train=not no_train, demos=demos, start_policy=policy)
+        simulations=simulations, search_algorithm=search_algorithm, max_steps=max_steps, train_steps=train_steps,
+        batch_size=batch_size, parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune,
+        es_population=es_population, train=not no_train, evaluate_start=eval_start, demos=demos,
+        imitation_steps=imitation_steps, online_fraction=online_fraction, eval_agent=eval_agent, start_policy=policy)
     problems = validate(params)
     if problems:
         _fail("; ".join(problems), 2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -72,23 +71,32 @@ async def test_store_then_retrieve_ranks_by_similarity_reward_and_diversity(memo
     reply = await stub.Store(memory_pb2.StoreRequest(experiences=experiences))
     assert reply.stored == 4 and stored_count(running) == 4
 
-    # Most similar first; scores are the similarities when the reward has no weight.
-    results = await retrieve(stub, coin, "you are in the kitchen with a fridge", limit=4)
+    # Most similar first; scores are the similarities when nothing else has weight.
+    plain = {"reward_weight": 0.0, "outcome_weight": 0.0}
+    results = await retrieve(stub, coin, "you are in the kitchen with a fridge", limit=4, **plain)
     assert actions(results)[:2] == ["move east", "move north"]
     assert results[0].similarity == pytest.approx(1.0, abs=1e-5)
     assert results[0].similarity > results[1].similarity > results[2].similarity
-    assert [r.score for r in results] == pytest.approx([r.similarity for r in results])
+    assert [r.score for r in results] == pytest.approx([r.similarity for r in results], abs=1e-5)
     assert results[0].experience.id == "e1/0" and results[0].experience.env_spec == "twx:coin"
 
-    # A reward weight lifts the better experience of an almost equal situation above the closest one.
+    # A reward weight lifts the better experience of an almost equal situation above the closest one;
+    # so does the default profile (stable), which weighs the reward.
     results = await retrieve(stub, coin, "you are in the kitchen with a fridge", limit=2, reward_weight=0.5)
     assert actions(results) == ["move north", "move east"]
     assert results[0].experience.success and results[0].experience.reward == 5.0
+    assert actions(await retrieve(stub, coin, "you are in the kitchen with a fridge", limit=2)) == [
+        "move north", "move east"]
+    # Novelty against the session: having moved north twice, the exploratory profile prefers east.
+    results = await retrieve(stub, coin, "you are in the kitchen with a fridge", limit=2, profile="exploratory",
+                             diversity=0.0, taken_actions=["move north", "move north"])
+    assert actions(results) == ["move east", "move north"]
 
-    # The environment filter keeps the others out, however similar.
+    # The environment filter keeps the others out, however similar; so does the family's.
     results = await retrieve(stub, coin, "you are in the kitchen", env_spec="twx:sorting")
     assert actions(results) == ["take book"]
     assert await retrieve(stub, coin, "kitchen", env_spec="twx:nothing") == []
+    assert set(actions(await retrieve(stub, coin, "kitchen", env_family="twx:coin"))) == {"move east", "move north"}
 
 
 async def test_diversity_spreads_near_duplicates(memory) -> None:  # type: ignore[no-untyped-def]
@@ -98,7 +106,7 @@ async def test_diversity_spreads_near_duplicates(memory) -> None:  # type: ignor
     other = Experience(goal=goal, state="the garden with a wooden gate", action="unlock gate", episode_id="d9")
     await stub.Store(memory_pb2.StoreRequest(experiences=[*copies, other]))
 
-    plain = await retrieve(stub, goal, state, limit=2)
+    plain = await retrieve(stub, goal, state, limit=2, diversity=0.0)
     assert all(a.startswith("look") for a in actions(plain))
     spread = await retrieve(stub, goal, state, limit=2, diversity=0.6)
     assert actions(spread)[0].startswith("look") and actions(spread)[1] == "unlock gate"
@@ -122,6 +130,8 @@ async def test_store_is_idempotent_by_episode_and_step(memory) -> None:  # type:
     ({"goal": "g", "recall": -3}, "recall"),
     ({"goal": "g", "diversity": 1.5}, "diversity"),
     ({"goal": "g", "diversity": -0.1}, "diversity"),
+    ({"goal": "g", "profile": "bold"}, "unknown memory profile 'bold'"),
+    ({"goal": "g", "outcomes": [7]}, "outcomes"),
 ])
 async def test_bad_retrieve_is_invalid_argument_naming_the_field(memory, request_fields, named) -> None:  # type: ignore[no-untyped-def]
     _, stub = memory
@@ -137,16 +147,6 @@ async def test_bad_store_is_invalid_argument_and_stores_nothing(memory) -> None:
     assert stored_count(running) == 0
 
 
-def scored_step(episode_id: str, step: int, action: str, *, won: bool = False) -> events_pb2.RewardScored:
-    transition = common_pb2.Transition(
-        episode_id=episode_id, step_index=step, env_spec="twx:coin",
-        before=common_pb2.Observation(goal="collect the coin", text=f"You are in room {step}. Exits lead north."),
-        action=common_pb2.Action(text=action, template="move X"),
-        after=common_pb2.Observation(goal="collect the coin", text="You move.", won=won),
-    )
-    return events_pb2.RewardScored(transition=transition, total=0.5 + step)
-
-
 async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memory_settings: Settings) -> None:
     settings = memory_settings
     watcher = Bus(settings, "watcher")
@@ -159,10 +159,13 @@ async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memo
     await watcher.start()
     running = await start_service("memory", settings, create)
     episode = f"ep-{uuid.uuid4().hex[:6]}"
+    # ScienceWorld-sized: its episode.completed is over NATS's max_payload and arrives through the object store.
+    completed, transitions = played(60, width=800, episode_id=episode)
+    first = transitions[0]
     try:
         async with channel(settings.endpoint("memory").target) as ch:
             stub = memory_pb2_grpc.MemoryServiceStub(ch)
-            await watcher.publish(Subjects.REWARD_SCORED, scored_step(episode, 0, "move north"))
+            await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=first, total=0.5))
             await watcher.broker.publish(b"\xff\xff\xff", watcher.subject(Subjects.REWARD_SCORED),
                                          stream=watcher.stream.name)
             await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(total=1.0))  # no action: rejected
@@ -171,29 +174,37 @@ async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memo
             assert {letter.payload for letter in letters} >= {b"\xff\xff\xff"}
             assert any("action" in letter.error for letter in letters)
 
-            (found,) = await retrieve(stub, "collect the coin", "You are in room 0. Exits lead north.")
-            experience = found.experience
+            async def first_step() -> memory_pb2.Experience:
+                (found, *_) = await retrieve(stub, first.before.goal, first.before.text, limit=1,
+                                             env_family="sciworld:boil")
+                return found.experience
+
+            experience = await first_step()
             assert (experience.id, experience.action, experience.template, experience.feedback) == (
-                f"{episode}/0", "move north", "move X", "You move.")
-            assert (experience.reward, experience.success, experience.env_spec) == (0.5, False, "twx:coin")
+                f"{episode}/0", first.action.text, "move X to Y", first.after.text)
+            assert (experience.reward, experience.outcome, experience.env_spec) == (
+                0.5, memory_pb2.OUTCOME_PENDING, "sciworld:boil")
 
-            # The episode was won: its stored steps, and those scored after it ended, count as successes.
-            # Its event is ScienceWorld-sized, over NATS's max_payload: it arrives through the object store.
-            completed, _ = played(60, width=800, episode_id=episode)
-            completed.won = True
+            # The episode was won: its steps are written back complete, and a step scored after it ended
+            # (the subjects are not ordered) or redelivered does not undo that.
+            completed.won, completed.policy_version = True, "v9"
+            completed.steps[0].env_steps = 33
             await watcher.publish(Subjects.EPISODE_COMPLETED, completed)
-            await watcher.publish(Subjects.REWARD_SCORED, scored_step(episode, 1, "take coin", won=True))
-            await until(lambda: stored_count(running) == 2, "the second step stored", within_s=15)
-
-            async def successes() -> list[bool]:
-                results = await retrieve(stub, "collect the coin", "You are in room", limit=5)
-                return [r.experience.success for r in results]
-
-            for _ in range(100):
-                if await successes() == [True, True]:
-                    break
-                await asyncio.sleep(0.05)
-            assert await successes() == [True, True]
+            await until(lambda: stored_count(running) == 60, "the episode's steps stored", within_s=30)
+            await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=first, total=0.5))
+            await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=transitions[1], total=2))
+            # The consumer handles its messages in order: once a later episode's step is stored, both were.
+            sentinel = common_pb2.Transition()
+            sentinel.CopyFrom(first)
+            sentinel.episode_id = "later"
+            await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=sentinel, total=0.0))
+            await until(lambda: stored_count(running) == 61, "the later episode's step stored")
+            assert len(letters) == 2
+            experience = await first_step()
+            assert (experience.outcome, experience.success, experience.policy_version, experience.env_steps) == (
+                memory_pb2.OUTCOME_WON, True, "v9", 33)
+            won = await retrieve(stub, first.before.goal, "kitchen", limit=100, outcomes=[memory_pb2.OUTCOME_WON])
+            assert len(won) == 60 and all(r.experience.reward == pytest.approx(0.01) for r in won)
     finally:
         await running.stop()
         await watcher.stop()
@@ -201,10 +212,6 @@ async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memo
     # A restart on the same folder finds what was stored.
     running = await start_service("memory", settings, create)
     try:
-        assert stored_count(running) == 2
-        async with channel(settings.endpoint("memory").target) as ch:
-            stub = memory_pb2_grpc.MemoryServiceStub(ch)
-            results = await retrieve(stub, "collect the coin", "You are in room 1.")
-            assert results[0].experience.id == f"{episode}/1"
+        assert stored_count(running) == 61
     finally:
         await running.stop()

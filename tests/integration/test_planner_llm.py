@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.llm import LlmProposer, from_settings, tips_from_memories
+from evoskill.planner.llm import LlmProposer, from_settings
 from evoskill.platform.config import LlmSettings, Settings
 
 pytestmark = pytest.mark.integration

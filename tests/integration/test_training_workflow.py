@@ -20,7 +20,8 @@ from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 
 from evoskill.clients.jobs import check_stack
 from evoskill.clients.training import run_training, start_training
-from evoskill.orchestrator.training.logic import TrainingInput, episode_id
+from evoskill.library.generate import episode_id as demo_id
+from evoskill.orchestrator.training.logic import TrainingInput, demo_tasks, episode_id
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 
@@ -82,24 +83,42 @@ async def test_two_epochs_train_evaluate_record_and_continue_as_new(stack: Stack
     assert tensorboard_files(folder)
 
 
-async def test_demonstrations_are_played_to_the_end_and_kept_in_the_offline_library(stack: Stack) -> None:
-    settings = stack.settings
-    params = tiny(epochs=1, episodes_per_epoch=1, eval_episodes=0, demos=2)  # max_steps 4 binds search only
-    client = await client_of(settings)
-    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
-    result = await client.execute_workflow(TrainingWorkflow.run, TrainingInput(params), id=workflow_id,
-                                           task_queue=settings.temporal.task_queue)
-    demos = [episode_id(workflow_id, 0, "d", i) for i in range(2)]
-    assert sorted(result.episode_ids) == sorted([*demos, *expected_ids(workflow_id, params)])
-    assert result.history[0].train_episodes == 1  # the epoch's own figures leave the demonstrations out
+async def test_the_main_jobs_stages_start_imitation_then_search(stack: Stack, tmp_path: Path) -> None:
+    """What `evoskill run` runs (SHORT_TRAINING's shape at a smaller budget), through the CLI's client: the
+    starting agent on the held-out games, gold paths into the offline library and θ cloned on them, a search
+    epoch from that θ; the table, curves and JSON say so in one epoch numbering."""
+    params = tiny(evaluate_start=True, demos=2, imitation_steps=3, eval_episodes=2, eval_agent="policy",
+                  online_fraction=0.5)  # max_steps 4 binds the played games only
+    workflow_id = f"main-{uuid.uuid4().hex[:8]}"
+    out = io.StringIO()
+    result = await run_training(stack.settings, params, Console(file=out, width=200), tmp_path, workflow_id)
+
+    start, imitation, search = result.history
+    assert [(m.epoch, m.stage) for m in result.history] == [(0, "start"), (1, "imitation"), (2, "search")]
+    assert [(m.eval_agent, m.eval_episodes) for m in result.history] == [("random", 2), ("policy", 2),
+                                                                         ("policy", 2)]
+    assert all(0.0 <= m.eval_success <= 1.0 for m in result.history)
+    assert not start.policy_version and imitation.policy_version and search.policy_version
+    assert search.policy_version != imitation.policy_version and search.agent == "policy+mcts"
+    # The gold paths are in the offline library, each played to its win however short max_steps is.
     assert stack.learner is not None
     replay = stack.learner.trainer.replay
+    demos = [demo_id("twx:coin", "train", t.seed) for t in demo_tasks(params.envs, params.seed, 2, params.fold_size)]
     assert all(d in replay.offline and d not in replay.online for d in demos)
-    # Each demonstration followed the gold path to a win, however short the epoch's max_steps (the
-    # first task's gold path is 6 steps long).
     assert all(replay.offline.examples(d)[0].skills for d in demos)  # skills are recorded for wins only
     assert max(len(replay.offline.examples(d)) for d in demos) > params.max_steps
-    assert result.history[0].policy_version  # θ trained on them with the epoch's episodes
+    assert imitation.library_episodes >= 2 and imitation.losses and "cloned on 2 gold paths" in imitation.note
+    # Only the search epoch's games are training episodes; they reached replay as online experience.
+    assert sorted(result.episode_ids) == [episode_id(workflow_id, 2, "t", i) for i in range(2)]
+    assert all(e in replay.online for e in result.episode_ids)
+
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [h["stage"] for h in report["history"]] == ["start", "imitation", "search"]
+    assert report["params"]["demos"] == 2 and report["wall_time_s"] > 0
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    text = out.getvalue()
+    assert "epoch 0 = the start, before any training" in text and "cloned on 2 gold paths" in text
+    assert "held-out success: " in text and "(0 start, random) → " in text
 
 
 async def test_worker_restart_mid_episode_counts_every_episode_once(stack: Stack) -> None:

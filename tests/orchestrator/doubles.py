@@ -15,7 +15,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
-from evoskill.orchestrator.training.logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
+from evoskill.orchestrator.training.logic import (
+    EpisodeResult,
+    EpisodeTask,
+    EpochMetrics,
+    LibraryResult,
+    LibraryTask,
+    TrainResult,
+    TrainTask,
+)
 
 
 @dataclass
@@ -58,6 +66,14 @@ class Training(Episodes):
         super().__init__(outcome)
         self.trained: list[TrainTask] = []
         self.recorded: list[tuple[str, EpochMetrics]] = []
+        self.libraries: list[LibraryTask] = []
+
+    @activity.defn(name="training.build_library")
+    async def build_library(self, task: LibraryTask) -> LibraryResult:
+        """Every gold path wins in 5 steps and is new."""
+        self.libraries.append(task)
+        n = len(task.tasks)
+        return LibraryResult(n, n, 5 * n, n, n, 5 * n)
 
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
@@ -70,7 +86,7 @@ class Training(Episodes):
         return directory
 
     def all(self) -> list[Callable[..., object]]:
-        return [self.play_episode, self.train_policy, self.record_epoch]
+        return [self.play_episode, self.build_library, self.train_policy, self.record_epoch]
 
 
 @dataclass

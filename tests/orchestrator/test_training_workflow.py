@@ -153,20 +153,41 @@ async def test_a_retried_episode_plays_again_under_its_id_and_counts_once(env: W
     assert fake.trained[0].episode_ids == train_ids(handle.id, range(1), 2)  # trained on it once
 
 
-async def test_demonstrations_play_to_the_end_and_train_with_the_first_epoch(env: WorkflowEnvironment) -> None:
+async def test_start_then_imitation_then_search_in_one_epoch_numbering(env: WorkflowEnvironment) -> None:
+    """The main job's shape: epoch 0 evaluates the starting agent, epoch 1 clones θ on gold paths, then search."""
     fake = Training(by_seed)
-    p = params(epochs=2, episodes_per_epoch=1, eval_episodes=0, demos=2, max_steps=4)
+    p = params(evaluate_start=True, demos=3, imitation_steps=7, train_steps=2, epochs=2, episodes_per_epoch=1,
+               online_fraction=0.25, eval_agent="policy", search_algorithm="gumbel")
     async with worker(env, fake.all()) as queue:
         handle = await start(env, queue, p)
         result = await handle.result()
+    wid = handle.id
 
-    demos = [episode_id(handle.id, 0, "d", i) for i in range(2)]
-    shown = [t for t in fake.attempts if t.episode_id in demos]
-    assert [(t.agent, t.max_steps, t.fold) for t in shown] == [("demo", 0, "train")] * 2
-    assert fake.trained[0].episode_ids == [*demos, episode_id(handle.id, 0, "t", 0)]
-    assert fake.trained[1].episode_ids == [episode_id(handle.id, 1, "t", 0)]  # demonstrations once, in epoch 0
-    assert sorted(result.episode_ids) == sorted([*demos, *train_ids(handle.id, range(2), 1)])
-    assert [m.train_episodes for m in result.history] == [1, 1]  # the epochs' figures leave them out
+    assert [(m.epoch, m.stage) for m in result.history] == [(0, "start"), (1, "imitation"), (2, "search"),
+                                                             (3, "search")]
+    assert [w_m[1].epoch for w_m in fake.recorded] == [0, 1, 2, 3]  # the JSONL and TensorBoard use the same
+    # The gold paths went to the library in one activity (train fold, `parallelism` workers), not as episodes.
+    (library,) = fake.libraries
+    assert len(library.tasks) == 3 and library.fold == "train" and library.workers == p.parallelism
+    assert not [t for t in fake.attempts if t.agent == "demo"]
+    # Cloning: the library alone, for imitation_steps; the search epochs train on their games, mixed.
+    cloning, *searching = fake.trained
+    assert (cloning.steps, cloning.episode_ids, cloning.online_fraction) == (7, [], 0.0)
+    assert [(t.steps, t.episode_ids, t.online_fraction) for t in searching] == [
+        (2, train_ids(wid, range(e, e + 1), 1), 0.25) for e in (2, 3)]
+    # Held-out games: θ alone, and before any θ exists the random agent (θ's uniform prior); the same games.
+    evaluated = sorted((t for t in fake.attempts if t.fold == "dev"), key=lambda t: t.episode_id)
+    assert [(t.episode_id, t.agent, t.policy_version) for t in evaluated] == [
+        (episode_id(wid, e, "v", 0), agent, version)
+        for e, agent, version in ((0, "random", ""), (1, "policy", "v000001"), (2, "policy", "v000002"),
+                                  (3, "policy", "v000003"))]
+    first, imitation, *_ = result.history
+    assert (first.eval_agent, first.train_episodes, first.losses, first.policy_version) == ("random", 0, {}, "")
+    assert imitation.library_episodes == 3 and "3 gold paths" in imitation.note and imitation.losses
+    # Search epochs play with θ's search; only their games count as training episodes.
+    assert {(t.agent, t.algorithm) for t in fake.attempts if t.fold == "train"} == {("policy+mcts", "gumbel")}
+    assert sorted(result.episode_ids) == sorted(train_ids(wid, range(2, 4), 1))
+    await keep(handle, "training_start_imitation_search")
 
 
 async def test_es_candidates_share_tasks_and_the_mean_moves_to_the_fitter(env: WorkflowEnvironment) -> None:

@@ -92,3 +92,19 @@ def test_config_lists_the_values_in_effect_with_their_variables(monkeypatch: pyt
 def test_unknown_service_is_a_clear_error() -> None:
     with pytest.raises(InvalidInput, match="unknown service 'plannr'"):
         Settings().endpoint("plannr")
+
+
+def test_memory_profiles_extend_the_builtin_and_the_default_must_be_one(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "evoskill.yaml"
+    path.write_text("memory:\n  profile: calm\n  profiles:\n    calm: {reward: 1.0}\n    stable: {outcome: 2.0}\n")
+    monkeypatch.setenv("EVOSKILL_CONFIG_FILE", str(path))
+    memory = Settings().memory
+    assert sorted(memory.profiles) == ["calm", "exploratory", "stable"]
+    assert (memory.profiles["calm"].reward, memory.profiles["stable"].outcome) == (1.0, 2.0)
+    path.write_text("memory:\n  profile: bold\n")
+    with pytest.raises(ValidationError, match="profile 'bold' is not one of profiles"):
+        Settings()
+    path.write_text("memory:\n  profiles:\n    wild: {diversity: 2.0}\n")
+    with pytest.raises(ValidationError, match="diversity"):
+        Settings()

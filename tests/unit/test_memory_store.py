@@ -1,20 +1,149 @@
-"""The experience store on Qdrant local mode in the test's folder (no servers): featuriser guard, MiniLM."""
+"""The experience store on Qdrant local mode in the test's folder (no servers): filtered recall, the formula
+re-score by reward, outcome and novelty, MMR, alternatives, idempotent writes that keep a known outcome,
+payload indexes, the featuriser guard, MiniLM."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
-from evoskill.memory.store import ExperienceStore, Query, make_featurizer, open_qdrant
+from evoskill.core.memory import PROFILES, Retrieval, Weights
+from evoskill.memory.query import INDEXED_FIELDS
+from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2
 from evoskill.platform.config import MemorySettings, Settings
+
+Experience = memory_pb2.Experience
+WON, LOST, PENDING = memory_pb2.OUTCOME_WON, memory_pb2.OUTCOME_LOST, memory_pb2.OUTCOME_PENDING
+GOAL, KITCHEN = "find the golden coin", "you are in the kitchen with a fridge"
 
 
 def open_store(state_dir: Path, **memory: object) -> ExperienceStore:
     settings = Settings(state_dir=state_dir, memory=MemorySettings(**memory))  # type: ignore[arg-type]
     return ExperienceStore(open_qdrant(settings), settings.qdrant.collection, make_featurizer(settings))
+
+
+@pytest.fixture
+def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    store = open_store(tmp_path, featurizer="hash")
+    yield store
+    store.close()
+
+
+def find(store: ExperienceStore, state: str = KITCHEN, limit: int = 10, recall: int = 20, **fields: Any) -> list[str]:
+    retrieval = Retrieval(goal=GOAL, state=state, limit=limit, recall=recall, **fields)
+    return [r.experience.action for r in store.retrieve(retrieval)]
+
+
+def kitchen(action: str, episode: str, **fields: object) -> memory_pb2.Experience:
+    return Experience(goal=GOAL, state=KITCHEN, action=action, episode_id=episode, env_spec="twx:coin", **fields)
+
+
+def test_the_formula_orders_equally_similar_memories_by_reward_outcome_and_novelty(store: ExperienceStore) -> None:
+    store.store([kitchen("move east", "a", reward=0.0), kitchen("move north", "b", reward=2.0, outcome=WON),
+                 kitchen("move west", "c", reward=-1.0, outcome=LOST)])
+    results = store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10))
+    assert [r.score for r in results] == pytest.approx([1.0] * 3, abs=1e-5)  # no weights: similarity only
+    assert all(r.similarity == pytest.approx(1.0, abs=1e-5) for r in results)
+    assert find(store, weights=Weights(reward=0.5)) == ["move north", "move east", "move west"]
+    (best, *_) = store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10,
+                                          weights=Weights(reward=0.5, outcome=0.25)))
+    assert best.score == pytest.approx(1.0 + 0.5 * np.tanh(2.0) + 0.25, abs=1e-5)
+    # Novelty against the session: north taken twice keeps 1/3 of its bonus, east once 1/2, west untaken all.
+    taken = ("move north", "move east", "move north")
+    results = store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10, weights=Weights(novelty=1.0),
+                                       taken_actions=taken))
+    assert [(r.experience.action, r.score) for r in results] == [
+        ("move west", pytest.approx(2.0, abs=1e-5)), ("move east", pytest.approx(1.5, abs=1e-5)),
+        ("move north", pytest.approx(1 + 1 / 3, abs=1e-5))]
+    # The profiles: stable imitates the won episode; exploratory prefers what the session has not done.
+    store.store([kitchen("take coin", "d")])
+    assert find(store, weights=PROFILES["stable"], taken_actions=taken)[0] == "move north"
+    assert find(store, weights=PROFILES["exploratory"].model_copy(update={"diversity": 0.0}),
+                taken_actions=taken)[0] == "take coin"
+
+
+def test_the_second_stage_only_reorders_what_the_first_recalled(store: ExperienceStore) -> None:
+    # A far better reward lifts a dissimilar memory only when the recall reaches it.
+    store.store([kitchen("move east", "a"), kitchen("move north", "b"),
+                 Experience(goal="sort the books", state="a shelf", action="take book", episode_id="c", reward=50.0)])
+    assert sorted(find(store, limit=2, recall=2, weights=Weights(reward=5.0))) == ["move east", "move north"]
+    assert find(store, limit=2, recall=3, weights=Weights(reward=5.0))[0] == "take book"
+
+
+def test_payload_filters_recall_by_environment_family_skill_and_outcome(store: ExperienceStore) -> None:
+    store.store([
+        kitchen("move east", "a", template="move X", outcome=LOST),
+        kitchen("take coin", "b", template="take X", outcome=WON),
+        Experience(goal=GOAL, state=KITCHEN, action="open fridge", template="open X", episode_id="c",
+                   env_spec="twx:coin?numLocations=5"),
+        Experience(goal=GOAL, state=KITCHEN, action="look", episode_id="d", env_spec="twx:cookingworld"),
+    ])
+    assert sorted(find(store, env_family="twx:coin")) == ["move east", "open fridge", "take coin"]
+    assert sorted(find(store, env_spec="twx:coin")) == ["move east", "take coin"]
+    assert find(store, template="open X") == ["open fridge"]
+    assert sorted(find(store, outcomes=("won", "pending"))) == ["look", "open fridge", "take coin"]
+    assert find(store, env_family="twx:coin", outcomes=("lost",)) == ["move east"]
+    assert find(store, env_family="tw:nothing") == []
+
+
+def test_alternatives_are_other_actions_with_an_acceptable_outcome(store: ExperienceStore) -> None:
+    store.store([kitchen("move east", "a", reward=1.0, outcome=WON), kitchen("move north", "b", reward=0.5),
+                 kitchen("move west", "c", reward=1.0, outcome=LOST), kitchen("move south", "d", reward=-0.5),
+                 kitchen("take coin", "e", reward=0.0, outcome=WON)])
+    assert sorted(find(store, alternatives=True, taken_actions=("move east",))) == ["move north", "take coin"]
+    assert sorted(find(store, alternatives=True)) == ["move east", "move north", "take coin"]
+
+
+def test_diversity_spreads_near_duplicates_among_the_scored(store: ExperienceStore) -> None:
+    state = "a locked wooden door and a brass key on the floor"
+    store.store([*(Experience(goal=GOAL, state=state, action=f"look {i}", episode_id=f"d{i}") for i in range(4)),
+                 Experience(goal=GOAL, state="the garden with a wooden gate", action="unlock gate", episode_id="g")])
+    assert all(a.startswith("look") for a in find(store, state, limit=2))
+    spread = find(store, state, limit=2, weights=Weights(diversity=0.6))
+    assert spread[0].startswith("look") and spread[1] == "unlock gate"
+
+
+def test_a_pending_write_never_replaces_a_known_outcome(store: ExperienceStore) -> None:
+    """A step scored after its episode completed, or redelivered, keeps the complete version; re-storing
+    is idempotent by episode and step."""
+    store.store([kitchen("move east", "ep", step_index=2, reward=1.0)])
+    store.store([kitchen("move east", "ep", step_index=2, reward=1.0, outcome=WON, policy_version="v3",
+                         env_steps=12)])
+    store.store([kitchen("move east", "ep", step_index=2, reward=1.0)] * 2)
+    assert store.count() == 1
+    (only,) = store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=5, recall=10))
+    unit = only.experience
+    assert (unit.outcome, unit.policy_version, unit.env_steps, unit.id) == (WON, "v3", 12, "ep/2")
+    assert unit.time_unix_ms > 0
+    # A known outcome replaces a known one (the latest complete write wins), and pending ones replace pending.
+    store.store([kitchen("move east", "ep", step_index=2, outcome=LOST), kitchen("move west", "ep2", reward=1.0),
+                 kitchen("move west", "ep2", reward=3.0)])
+    assert {(r.experience.action, r.experience.outcome, r.experience.reward)
+            for r in store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=5, recall=10))} == {
+        ("move east", LOST, 0.0), ("move west", PENDING, 3.0)}
+
+
+def test_payload_indexes_are_made_on_a_server_and_skipped_in_local_mode(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path, memory=MemorySettings(featurizer="hash"))  # type: ignore[arg-type]
+    created: list[str] = []
+
+    class Recording(QdrantClient):  # local mode's client, counting what a server would be asked to index
+        def create_payload_index(self, collection_name: str, field_name: str, *args: Any, **kw: Any) -> Any:
+            created.append(field_name)
+            return super().create_payload_index(collection_name, field_name, *args, **kw)
+
+    client = Recording(path=str(tmp_path / "q"))
+    ExperienceStore(client, "plain", make_featurizer(settings))
+    assert created == []
+    with pytest.warns(UserWarning, match="Payload indexes have no effect"):
+        ExperienceStore(client, "indexed", make_featurizer(settings), indexed=True)
+    assert created == list(INDEXED_FIELDS)
+    client.close()
 
 
 def test_a_collection_refuses_a_different_featuriser(tmp_path: Path) -> None:
@@ -44,7 +173,7 @@ def test_an_empty_collection_from_the_release_before_memory_is_replaced(tmp_path
 def test_text_without_words_is_still_stored_and_found(tmp_path: Path) -> None:
     store = open_store(tmp_path, featurizer="hash")
     store.store([memory_pb2.Experience(goal="?!", action="wait")])  # hashes to a zero vector
-    (found,) = store.retrieve(Query(goal="...", state="", limit=3, recall=10))
+    (found,) = store.retrieve(Retrieval(goal="...", state="", limit=3, recall=10))
     assert found.experience.action == "wait"
     store.close()
 
@@ -58,7 +187,8 @@ def test_minilm_finds_the_same_situation_in_other_words(tmp_path: Path) -> None:
         memory_pb2.Experience(goal="sort the books", state="A shelf with three novels.", action="take novel",
                               episode_id="b"),
     ])
-    results = store.retrieve(Query(goal="prepare a meal", state="There is poultry in the fridge.", limit=2, recall=10))
+    results = store.retrieve(Retrieval(goal="prepare a meal", state="There is poultry in the fridge.", limit=2,
+                                       recall=10))
     assert [r.experience.action for r in results] == ["open fridge", "take novel"]
     assert results[0].similarity > results[1].similarity + 0.2
     store.close()

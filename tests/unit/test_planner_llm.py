@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.llm import (
     LlmProposer,
     choice_bonus,
     from_settings,
     parse_choices,
-    tips_from_memories,
     user_message,
 )
 from evoskill.platform.config import LlmSettings, Settings
@@ -40,31 +38,6 @@ def test_the_first_choice_gets_the_full_weight_and_later_ones_less() -> None:
     bonus = choice_bonus([2, 0], 4, 1.5)
     assert bonus.tolist() == pytest.approx([0.75, 0.0, 1.5, 0.0])
     assert not choice_bonus([], 3, 1.0).any()
-
-
-def scored(action: str, *, success: bool = False, reward: float = 0.0,
-           feedback: str = "") -> memory_pb2.ScoredExperience:
-    experience = memory_pb2.Experience(action=action, success=success, reward=reward, feedback=feedback)
-    return memory_pb2.ScoredExperience(experience=experience, similarity=0.9, score=0.9)
-
-
-def test_tips_say_what_an_action_did_in_one_line_each() -> None:
-    memories = [
-        scored("take coin", success=True, reward=1.0, feedback="You take the coin.\n\nYour score went up."),
-        scored("open door", reward=-0.5),
-        scored("", success=True),  # nothing to recommend
-        scored("take coin", success=True, reward=1.0, feedback="You take the coin.\n\nYour score went up."),
-        scored("look", reward=0.2),
-        scored("wait"),
-    ]
-    tips = tips_from_memories(memories, limit=10)
-    assert len(tips) == 4 and all("\n" not in t for t in tips)
-    assert tips[0].startswith("in a similar state, 'take coin' was part of an episode that succeeded")
-    assert "You take the coin. Your score went up." in tips[0]
-    assert "'open door' was penalised (reward -0.50)" in tips[1]
-    assert "'look' earned reward +0.20" in tips[2] and "'wait' achieved nothing" in tips[3]
-    assert tips_from_memories(memories, limit=2) == tips[:2]
-    assert len(tips_from_memories([scored("x", feedback="y" * 500)], 1)[0]) < 150
 
 
 def test_the_prompt_numbers_the_actions_from_one_and_lists_the_tips() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from evoskill.core.reward import Scorer
 from evoskill.core.search_config import SearchConfig
+from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import RewardSettings
@@ -65,3 +66,29 @@ def test_each_earlier_visit_costs_a_candidate_logit(penalty: float) -> None:
         assert visits == [10, 10]  # plain argmax: between two rooms until the step limit
     else:
         assert visits[0] <= 3 and len(visits) >= 8  # the same θ leaves the loop for doors and rooms it has not seen
+
+
+class FailuresOfWalking:
+    """A memory that remembers walking east or west as failures (lost episodes, negative rewards)."""
+
+    def __init__(self) -> None:
+        self.requests: list[memory_pb2.RetrieveRequest] = []
+
+    def Retrieve(self, request: memory_pb2.RetrieveRequest) -> memory_pb2.RetrieveReply:
+        self.requests.append(request)
+        lost = [memory_pb2.Experience(action=a, reward=-1.0, outcome=memory_pb2.OUTCOME_LOST)
+                for a in ("move west", "move east")]
+        return memory_pb2.RetrieveReply(results=[memory_pb2.ScoredExperience(experience=e, similarity=1.0)
+                                                 for e in lost])
+
+
+def test_remembered_failures_turn_theta_alone_away_from_them() -> None:
+    memory = FailuresOfWalking()
+    player = EpisodePlayer(HostSandbox(), SimpleNamespace(Score=lambda r: SimpleNamespace(total=0.0)),
+                           SearchConfig(), Scorer(RewardSettings()), east_and_west, memory=memory)
+    config = planner_pb2.SearchConfig(agent="policy", memory_weight=3.0, memory_profile="exploratory")
+    request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=3, config=config)
+    taken = [u.action for u in player.play(request) if u.action]
+    assert taken and not {"move west", "move east"} & set(taken)  # θ's favourites, remembered as failures
+    assert [list(r.taken_actions) for r in memory.requests] == [taken[:i] for i in range(len(taken))]
+    assert {r.profile for r in memory.requests} == {"exploratory"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -24,12 +25,21 @@ from evoskill.orchestrator.training.logic import (
     es_encode,
     es_perturbations,
     es_update,
+    eval_agent_for,
     eval_tasks,
     sample_tasks,
+    stages,
     summarise,
     validate,
 )
-from evoskill.orchestrator.training.report import METRICS_FILE, plot_curves, record_metrics
+from evoskill.orchestrator.training.report import (
+    METRICS_FILE,
+    describe_plan,
+    epoch_table,
+    plot_curves,
+    record_metrics,
+    success_line,
+)
 
 
 def test_tasks_are_deterministic_distinct_in_the_fold_and_differ_between_epochs() -> None:
@@ -49,6 +59,34 @@ def test_demonstrations_are_drawn_on_their_own_stream() -> None:
     assert demos != sample_tasks(["a", "b"], seed=7, epoch=0, count=6, fold_size=50)
     assert len(demo_tasks(["a"], seed=7, count=60, fold_size=50)) == 50  # never more than the fold holds
     assert any("demos" in p for p in validate(TrainingParams(envs=["a"], demos=-1)))
+
+
+def test_stages_number_the_start_the_imitation_and_the_search_epochs() -> None:
+    assert stages(TrainingParams(envs=["a"], epochs=2)) == ["search", "search"]
+    assert stages(TrainingParams(envs=["a"], epochs=2, evaluate_start=True, demos=5)) == [
+        "start", "imitation", "search", "search"]
+    assert stages(TrainingParams(envs=["a"], epochs=1, demos=5, train=False)) == ["search"]  # nothing to clone
+    plan = describe_plan(TrainingParams(envs=["a"], epochs=2, evaluate_start=True, demos=5, eval_episodes=3))
+    assert plan.startswith("epoch 0 the start (3 held-out dev games") and "epoch 1 imitation (5 gold paths" in plan
+    assert "epochs 2–3 search" in plan
+
+
+def test_held_out_games_are_played_by_the_epochs_agent_or_by_theta_alone() -> None:
+    assert [eval_agent_for("", v) for v in ("", "v1")] == ["mcts", "policy+mcts"]
+    assert [eval_agent_for("policy", v) for v in ("", "v1")] == ["random", "policy"]
+    problems = " ".join(validate(TrainingParams(envs=["a"], eval_agent="mcts", online_fraction=1.5,
+                                                imitation_steps=-1, search_algorithm="alphazero")))
+    assert "eval_agent" in problems and "online_fraction" in problems and "imitation_steps" in problems
+    assert "search_algorithm" in problems
+
+
+def test_the_main_job_starts_imitates_then_searches() -> None:
+    from evoskill.clients.jobs import SHORT_TRAINING
+
+    assert validate(SHORT_TRAINING) == []
+    plan = stages(SHORT_TRAINING)
+    assert plan[:2] == ["start", "imitation"] and plan[2:] == ["search"] * SHORT_TRAINING.epochs
+    assert SHORT_TRAINING.eval_agent == "policy" and SHORT_TRAINING.eval_episodes >= 8
 
 
 def test_eval_tasks_are_the_same_every_epoch() -> None:
@@ -159,6 +197,24 @@ def test_records_one_line_per_epoch_even_when_retried_and_tensorboard_events(tmp
 def test_curves_are_written_as_png(tmp_path: Path) -> None:
     path = plot_curves([metrics(0, 1.0), metrics(1, 2.0)], tmp_path / "curves.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_the_table_numbers_epochs_as_the_records_and_says_what_epoch_0_is() -> None:
+    from rich.console import Console
+
+    start = EpochMetrics(0, "", 0, 0.0, 0.0, 0.0, 4, 0.25, 0.1, 0.25, "", stage="start", eval_agent="random")
+    cloned = EpochMetrics(1, "demo", 0, 0.0, 0.0, 0.0, 4, 0.75, 9.0, 0.75, "v000001", {"loss": 1.0},
+                          note="cloned on 30 gold paths (30 won, 400 steps); library 30 episodes",
+                          stage="imitation", eval_agent="policy")
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(epoch_table([start, cloned, metrics(2, 5.0)]))
+    text = console.export_text()
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == ["0", "1", "2"]
+    assert "random" in rows[0] and "25% of 4" in rows[0] and "cloned on 30 gold paths" in rows[1]
+    assert "epoch 0 = the start, before any training" in text
+    assert success_line([start, cloned]) == ("held-out success: 25% (0 start, random) → 75% (1 imitation, "
+                                             "policy)")
 
 
 def test_train_command_refuses_bad_parameters_in_one_line() -> None:

@@ -58,7 +58,9 @@ class Suite:
 
 COOKING_EASY = ("twx:cookingworld?numLocations=1,numIngredients=2,numDistractorItems=3,includeDoors=0,"
                 "limitInventorySize=0")
-_TWX = Budget(library_episodes=1000, gradient_steps=2000, test_episodes=20, max_steps=50, simulations=32,
+# 300 gold paths and 1000 steps of cloning: θ alone won every CookingWorld-1-room and CoinCollector test game
+# (docs/results.md); more costs library and training time on 2 cores without room to gain there.
+_TWX = Budget(library_episodes=300, gradient_steps=1000, test_episodes=20, max_steps=50, simulations=32,
               wall_time_s=3600)
 _QUICK = Budget(library_episodes=40, gradient_steps=100, test_episodes=3, max_steps=30, simulations=4,
                 wall_time_s=300)

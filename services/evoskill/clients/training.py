@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import time
 import uuid
 from dataclasses import asdict
 from datetime import timedelta
@@ -20,7 +21,7 @@ from rich.live import Live
 from rich.text import Text
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from evoskill.orchestrator.training.logic import (
     EpochMetrics,
@@ -30,7 +31,15 @@ from evoskill.orchestrator.training.logic import (
     TrainingResult,
     TrainingState,
 )
-from evoskill.orchestrator.training.report import epoch_scalars, epoch_table, plot_curves, progress_table, write_scalars
+from evoskill.orchestrator.training.report import (
+    describe_plan,
+    epoch_scalars,
+    epoch_table,
+    plot_curves,
+    progress_table,
+    success_line,
+    write_scalars,
+)
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 
@@ -59,7 +68,7 @@ async def start_training(client: Client, settings: Settings, params: TrainingPar
 async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], console: Console, report_dir: Path,
                  poll_s: float = 1.0) -> TrainingResult:
     """Show the progress query until the workflow ends; Ctrl-C once asks it to stop after the epoch."""
-    result = asyncio.ensure_future(handle.result())
+    result = asyncio.ensure_future(_result(handle))
     logged = 0
     loop = asyncio.get_running_loop()
     signals: list[asyncio.Future[None]] = []
@@ -93,6 +102,18 @@ async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], conso
     return outcome
 
 
+async def _result(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingResult:
+    """The workflow's result, waiting through the server's transient failures: a Temporal dev server on two
+    loaded cores can fail the long poll for the history with DEADLINE_EXCEEDED while the run goes on."""
+    while True:
+        try:
+            return await handle.result()
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE):
+                raise
+            await asyncio.sleep(1.0)
+
+
 async def _query(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingProgress | None:
     """The progress, or None while no worker can answer (starting, restarting, between runs)."""
     try:
@@ -107,15 +128,21 @@ def _log_epochs(report_dir: Path, history: list[EpochMetrics], logged: int) -> i
     return max(logged, len(history))
 
 
-def write_report(result: TrainingResult, report_dir: Path, console: Console) -> Path:
-    """Curves as PNG, the whole result as JSON, and the per-epoch table on the console."""
+def write_report(result: TrainingResult, report_dir: Path, console: Console, params: TrainingParams | None = None,
+                 wall_time_s: float | None = None) -> Path:
+    """Curves as PNG, the whole result as JSON (with the run's parameters and wall time from start to result,
+    where given), and the per-epoch table on the console."""
     report_dir.mkdir(parents=True, exist_ok=True)
     console.print()  # the live display may leave the cursor at the end of its last line
-    (report_dir / "report.json").write_text(json.dumps(asdict(result), indent=2))
+    extra = {"params": asdict(params) if params else None, "wall_time_s": wall_time_s}
+    (report_dir / "report.json").write_text(json.dumps({**asdict(result), **extra}, indent=2))
     png = plot_curves(result.history, report_dir / "curves.png")
     console.print(epoch_table(result.history, title=f"training {result.workflow_id}"))
+    if any(m.eval_episodes for m in result.history):
+        console.print(success_line(result.history))
     ending = "stopped on request" if result.stopped else "finished"
-    console.print(f"{ending}: {result.epochs_completed} epochs, {result.episodes_played} training episodes "
+    took = f" in {wall_time_s / 60:.1f} min" if wall_time_s is not None else ""
+    console.print(f"{ending}{took}: {result.epochs_completed} epochs, {result.episodes_played} training episodes "
                   f"(each counted once), {result.eval_episodes} evaluation episodes, policy "
                   f"{result.policy_version or 'none'}")
     if result.es_best:
@@ -132,9 +159,10 @@ async def run_training(settings: Settings, params: TrainingParams, console: Cons
     workflow_id = workflow_id or new_workflow_id()
     report_dir = report_dir or settings.state_dir / "reports" / workflow_id
     client = await connect(settings, attempts=3)
+    started = time.perf_counter()
     handle = await start_training(client, settings, params, workflow_id)
     console.print(f"training workflow [bold]{workflow_id}[/bold] on task queue {settings.temporal.task_queue}: "
-                  f"{params.epochs} epochs × {params.episodes_per_epoch} episodes of {', '.join(params.envs)}")
+                  f"{describe_plan(params)}")
     result = await follow(handle, console, report_dir)
-    write_report(result, report_dir, console)
+    write_report(result, report_dir, console, params, time.perf_counter() - started)
     return result

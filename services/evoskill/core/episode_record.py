@@ -21,14 +21,15 @@ def _without_actions(observation: Observation) -> Observation:
 
 
 def record_step(episode: EpisodeCompleted, transition: Transition, target: SearchTarget,
-                reward: float) -> EpisodeStep:
-    """Append one real step. The first records the episode's initial observation; the target's actions
-    default to the state's valid actions, so that every step lists its candidates once."""
+                reward: float, env_steps: int = 1) -> EpisodeStep:
+    """Append one real step (`env_steps`: what it cost, search's steps included). The first records the
+    episode's initial observation; the target's actions default to the state's valid actions, so that every
+    step lists its candidates once."""
     if not episode.steps:
         episode.initial.CopyFrom(_without_actions(transition.before))
     step = episode.steps.add(index=transition.step_index, action=transition.action, reward=reward,
                              observation=_without_actions(transition.after), env_reward=transition.env_reward,
-                             failure=transition.failure, target=target)
+                             failure=transition.failure, target=target, env_steps=env_steps)
     if not step.target.actions:
         step.target.actions.extend(transition.before.valid_actions)
     return step

@@ -26,7 +26,7 @@ _PLAIN_FIELDS = (
     "early_stop_fraction", "max_children", "widening_k", "widening_alpha", "hierarchical", "transpositions",
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
-    "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty",
+    "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -119,6 +119,10 @@ class SearchConfig(BaseModel):
     )
     memory_limit: int = Field(8, ge=0, le=limits.MAX_RETRIEVE,
                               description="Experiences retrieved per real step when memory_weight > 0")
+    memory_profile: str = Field(
+        "", description="Retrieval profile of those experiences (memory.profiles: stable, exploratory); "
+        "empty = memory.profile"
+    )
     max_episode_steps: int = Field(50, ge=1, le=limits.MAX_EPISODE_STEPS,
                                    description="Real steps before an episode is cut off")
     algorithm: Literal["puct", "gumbel"] = Field(

@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
+    import torch
+
+    torch.set_num_threads(settings.learner.torch_threads)  # the process's intra-op pool, before any update
     trainer = await asyncio.to_thread(PolicyTrainer, settings)  # torch, replay load, checkpoint: blocking
     log.info("learner: %d replay steps restored, next policy version %d", len(trainer.replay),
              trainer.learner.version + 1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.util import Finalize
@@ -157,7 +157,7 @@ class Throughput:
                 "env_steps_per_s": self.env_steps / s}
 
 
-def generate(spec: str, fold: str, seeds: range, *, workers: int = 1, seen: bool = True, max_steps: int = 1000,
+def generate(spec: str, fold: str, seeds: Sequence[int], *, workers: int = 1, seen: bool = True, max_steps: int = 1000,
              settings: Settings | None = None, throughput: Throughput | None = None,
              ) -> Iterator[events_pb2.EpisodeCompleted]:
     """Gold-path episodes of `spec` on `fold` for `seeds`, in seed order; `throughput` is filled as they come

@@ -2,21 +2,28 @@
 `reward.scored` -> experience path. It owns the Qdrant client (local mode allows one process per storage
 folder); every Qdrant call and embedding runs in a worker thread, off the event loop.
 
-`episode.completed` records the episode's outcome: steps already stored are marked, and the outcome is
-remembered for steps whose `reward.scored` arrives later (the two subjects are not ordered).
+Each step arrives twice: from `reward.scored` as soon as it is scored (its episode's outcome pending), and
+from `episode.completed`, which rewrites the episode's steps with the outcome, the episode's score, the
+policy version and each step's cost. The subjects are not ordered; the store keeps the complete version.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 
 import grpc
 
 from evoskill.core.errors import InvalidInput
-from evoskill.core.memory import check_experience, experience_from_transition
+from evoskill.core.memory import (
+    Retrieval,
+    check_experience,
+    experience_from_transition,
+    experiences_from_episode,
+    weights_for,
+)
+from evoskill.core.memory.experience import OUTCOMES
 from evoskill.events.v1 import events_pb2
-from evoskill.memory.store import ExperienceStore, Query, make_featurizer, open_qdrant
+from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2, memory_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import MemorySettings, Settings
@@ -26,37 +33,27 @@ from evoskill.platform.service import ServiceParts
 SERVICE_NAME = "evoskill.memory.v1.MemoryService"
 
 
-def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) -> Query:
-    if not request.goal and not request.state:
-        raise InvalidInput("goal and state are both empty: nothing to retrieve by")
+def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) -> Retrieval:
+    """The request's retrieval: its profile (memory.profile when unset) with the weights it sets."""
     if request.limit < 0:
         raise InvalidInput(f"limit must be >= 0 (0 = the default), got {request.limit}")
     if request.recall < 0:
         raise InvalidInput(f"recall must be >= 0 (0 = the default), got {request.recall}")
-    if not 0.0 <= request.diversity <= 1.0:
-        raise InvalidInput(f"diversity must be in [0, 1], got {request.diversity}")
-    return Query(
-        goal=request.goal, state=request.state, limit=request.limit or defaults.limit,
-        recall=request.recall or defaults.recall, reward_weight=request.reward_weight,
-        diversity=request.diversity, env_spec=request.env_spec,
+    bad = [o for o in request.outcomes if o not in OUTCOMES]
+    if bad:
+        raise InvalidInput(f"outcomes holds values that are no Outcome: {bad}")
+    weights = weights_for(
+        defaults.profiles, request.profile or defaults.profile,
+        **{name: getattr(request, f"{name}_weight") if request.HasField(f"{name}_weight") else None
+           for name in ("reward", "outcome", "novelty")},
+        diversity=request.diversity if request.HasField("diversity") else None,
     )
-
-
-class EpisodeOutcomes:
-    """Outcomes of recent episodes, for steps whose score arrives after the episode ended."""
-
-    def __init__(self, maxsize: int = 10_000) -> None:
-        self.maxsize = maxsize
-        self._won: OrderedDict[str, bool] = OrderedDict()
-
-    def record(self, episode_id: str, won: bool) -> None:
-        self._won[episode_id] = won
-        self._won.move_to_end(episode_id)
-        while len(self._won) > self.maxsize:
-            self._won.popitem(last=False)
-
-    def get(self, episode_id: str) -> bool | None:
-        return self._won.get(episode_id)
+    return Retrieval(
+        goal=request.goal, state=request.state, limit=request.limit or defaults.limit,
+        recall=request.recall or defaults.recall, weights=weights, taken_actions=tuple(request.taken_actions),
+        env_spec=request.env_spec, env_family=request.env_family, template=request.template,
+        outcomes=tuple(OUTCOMES[o] for o in request.outcomes), alternatives=request.alternatives,
+    )
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
@@ -91,21 +88,15 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     store = await asyncio.to_thread(open_store)
     servicer = MemoryServicer(store, settings.memory)
-    outcomes = EpisodeOutcomes()
 
+    # InvalidInput (no action, no goal and state, no episode id) -> dead letter with the reason.
     @bus.consumer(Subjects.REWARD_SCORED, events_pb2.RewardScored)
     async def on_scored(event: events_pb2.RewardScored) -> None:
-        # InvalidInput (no action, no goal and state) -> dead letter with the reason.
-        experience = experience_from_transition(event.transition, event.total,
-                                                outcomes.get(event.transition.episode_id))
-        await asyncio.to_thread(store.store, [experience])
+        await asyncio.to_thread(store.store, [experience_from_transition(event.transition, event.total)])
 
     @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
     async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-        if not event.episode_id:
-            raise InvalidInput("episode_id is empty")
-        outcomes.record(event.episode_id, event.won)
-        await asyncio.to_thread(store.mark_episode, event.episode_id, event.won)
+        await asyncio.to_thread(store.store, experiences_from_episode(event))
 
     async def close() -> None:
         await asyncio.to_thread(store.close)

@@ -1,6 +1,9 @@
 """The experience collection in Qdrant: the only code that touches the client (blocking calls; the service
 runs them in a worker thread). Local mode under the state folder, or the server named by `qdrant.url`.
 
+Retrieval is one `query_points` call (memory/query.py: recall under filters, formula re-score), then MMR
+over the scored candidates when a retrieval asks for diversity (core/memory/ranking.py says why there).
+
 Vectors are named after the featuriser ("minilm", "hash384"): vectors of different featurisers are not
 comparable, so a collection built with one refuses to be searched with another instead of answering nonsense.
 """
@@ -8,15 +11,16 @@ comparable, so a collection built with one refuses to be searched with another i
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from qdrant_client import QdrantClient, models
 
 from evoskill.core.learn.features import CachedFeaturizer, featurizer_from_spec
-from evoskill.core.memory import from_payload, point_id, query_text, rank, to_payload
+from evoskill.core.memory import Retrieval, cosines, from_payload, mmr, point_id, query_text, to_payload
 from evoskill.learner.registry import feature_cache_dir
+from evoskill.memory.query import INDEXED_FIELDS, matches_any, prefetch, rescore
 from evoskill.memory.v1 import memory_pb2
 from evoskill.platform.config import Settings
 
@@ -40,15 +44,9 @@ def vector_name(featurizer: CachedFeaturizer) -> str:
     return "minilm" if spec["kind"] == "minilm" else f"hash{spec['dim']}"
 
 
-@dataclass(frozen=True)
-class Query:
-    goal: str
-    state: str
-    limit: int
-    recall: int
-    reward_weight: float = 0.0
-    diversity: float = 0.0
-    env_spec: str = ""
+# A write whose outcome is pending never replaces one whose outcome is known: a step scored after its
+# episode completed (the subjects are not ordered), or redelivered, keeps the complete version.
+KNOWN_OUTCOME_KEPT = models.Filter(must_not=[matches_any("outcome", ["won", "lost"])])
 
 
 class ExperienceStore:
@@ -71,10 +69,7 @@ class ExperienceStore:
         if not self.client.collection_exists(self.collection):
             params = models.VectorParams(size=self.featurizer.dim, distance=models.Distance.COSINE)
             self.client.create_collection(self.collection, vectors_config={self.vector: params})
-            if not self.indexed:
-                return
-            self.client.create_payload_index(self.collection, "env_spec", models.PayloadSchemaType.KEYWORD)
-            self.client.create_payload_index(self.collection, "episode_id", models.PayloadSchemaType.KEYWORD)
+            self._ensure_indexes()
             return
         vectors = self.client.get_collection(self.collection).config.params.vectors
         names = sorted(vectors) if isinstance(vectors, dict) else ["<unnamed>"]
@@ -83,6 +78,17 @@ class ExperienceStore:
                 f"collection {self.collection!r} holds vectors {names}, not {self.vector!r}: it was built with "
                 "another featuriser; set memory.featurizer back or qdrant.collection to a new name"
             )
+        self._ensure_indexes()
+
+    def _ensure_indexes(self) -> None:
+        """Payload indexes on the filtered fields, those missing (a collection from an earlier release has
+        fewer). Local mode has none to make: it scans every point and warns that indexes do nothing."""
+        if not self.indexed:
+            return
+        existing = self.client.get_collection(self.collection).payload_schema
+        for name, schema in INDEXED_FIELDS.items():
+            if name not in existing:
+                self.client.create_payload_index(self.collection, name, schema)
 
     def _empty_and_unnamed(self) -> bool:
         info = self.client.get_collection(self.collection)
@@ -95,47 +101,46 @@ class ExperienceStore:
         return vectors
 
     def store(self, experiences: Sequence[memory_pb2.Experience]) -> int:
+        """Upsert by key; those with a pending outcome only where no known outcome is stored (see above)."""
         if not experiences:
             return 0
         vectors = self._embed([query_text(e.goal, e.state) for e in experiences])
-        points = []
+        now_ms = int(time.time() * 1000)
+        pending: list[models.PointStruct] = []
+        known: list[models.PointStruct] = []
         for experience, vector in zip(experiences, vectors, strict=True):
             payload = to_payload(experience)
-            points.append(models.PointStruct(id=point_id(payload["id"]), vector={self.vector: vector.tolist()},
-                                             payload=payload))
+            payload["time_unix_ms"] = payload["time_unix_ms"] or now_ms
+            point = models.PointStruct(id=point_id(payload["id"]), vector={self.vector: vector.tolist()},
+                                       payload=payload)
+            (pending if payload["outcome"] == "pending" else known).append(point)
         with self._lock:
-            self.client.upsert(self.collection, points=points)
-        return len(points)
+            if known:
+                self.client.upsert(self.collection, points=known)
+            if pending:
+                self.client.upsert(self.collection, points=pending, update_filter=KNOWN_OUTCOME_KEPT)
+        return len(experiences)
 
-    def mark_episode(self, episode_id: str, success: bool) -> None:
-        """Record the episode's outcome on the steps already stored."""
-        selector = models.Filter(must=[models.FieldCondition(key="episode_id",
-                                                             match=models.MatchValue(value=episode_id))])
-        with self._lock:
-            self.client.set_payload(self.collection, payload={"success": success}, points=selector)
-
-    def retrieve(self, query: Query) -> list[memory_pb2.ScoredExperience]:
-        (vector,) = self._embed([query_text(query.goal, query.state)])
-        where = None
-        if query.env_spec:
-            where = models.Filter(must=[models.FieldCondition(key="env_spec",
-                                                              match=models.MatchValue(value=query.env_spec))])
+    def retrieve(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
+        """One query: recall `candidates` by vector under the filters, re-score by the formula; then MMR
+        among all the scored candidates when diversity is asked for, else the best `limit` of them."""
+        (vector,) = self._embed([query_text(retrieval.goal, retrieval.state)])
+        diversity = retrieval.weights.diversity
         with self._lock:
             hits = self.client.query_points(
-                self.collection, query=vector.tolist(), using=self.vector, query_filter=where,
-                limit=max(query.recall, query.limit), with_payload=True, with_vectors=[self.vector],
+                self.collection, prefetch=prefetch(retrieval, vector.tolist(), self.vector),
+                query=rescore(retrieval), limit=retrieval.candidates if diversity else retrieval.limit,
+                with_payload=True, with_vectors=[self.vector],
             ).points
         if not hits:
             return []
-        candidate_vectors = np.array([hit.vector[self.vector] for hit in hits if isinstance(hit.vector, dict)])
-        ranked = rank(
-            [hit.score for hit in hits], [float((hit.payload or {}).get("reward", 0.0)) for hit in hits],
-            candidate_vectors, reward_weight=query.reward_weight, diversity=query.diversity, limit=query.limit,
-        )
+        vectors = np.array([hit.vector[self.vector] for hit in hits if isinstance(hit.vector, dict)])
+        scores = np.array([hit.score for hit in hits])
+        similarities = cosines(vector, vectors)
         return [
-            memory_pb2.ScoredExperience(experience=from_payload(hits[r.index].payload or {}), score=r.relevance,
-                                        similarity=r.similarity)
-            for r in ranked
+            memory_pb2.ScoredExperience(experience=from_payload(hits[i].payload or {}), score=float(scores[i]),
+                                        similarity=float(similarities[i]))
+            for i in mmr(scores, vectors, diversity, retrieval.limit)
         ]
 
     def count(self) -> int:

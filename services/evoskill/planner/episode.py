@@ -25,6 +25,7 @@ import numpy as np
 
 from evoskill.core.episode_record import record_step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, SearchResult
 from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, theta
@@ -32,7 +33,7 @@ from evoskill.core.search.model import SearchModel, SimulateFn
 from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.llm import LlmProposer, tips_from_memories
+from evoskill.planner.llm import LlmProposer
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.telemetry import tracer
 from evoskill.reward.v1 import reward_pb2
@@ -190,12 +191,12 @@ class EpisodePlayer:
             actions = list(obs.valid_actions)
             if obs.done or not actions:
                 break
-            reply, target, step = None, events_pb2.SearchTarget(actions=actions), None
+            reply, target, step, cost = None, events_pb2.SearchTarget(actions=actions), None, 0
             if agent == "random":
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
-                penalty = SearchConfig.from_proto(request.config, self.settings).policy_revisit_penalty
-                chosen = self._act(session.session_id, obs, target, penalty)
+                config = SearchConfig.from_proto(request.config, self.settings)
+                chosen = self._act(session.session_id, request.env_spec, target, config)
             elif agent == "demo":
                 self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
                 played = self._gold_step(session.session_id, gold)
@@ -204,15 +205,14 @@ class EpisodePlayer:
                 chosen, step = played
             else:
                 chosen, reply, target, cost = self._search(request, session.session_id, index, actions)
-                env_steps += cost
             if step is None:
                 step = self.sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=chosen,
                                                                  publish=True))
-            env_steps += 1
+            env_steps += cost + 1
             transition = step.transition
             self.notes = notes_after(self.notes, chosen, transition.after.text)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
-            record_step(self.completed, transition, target, score.total)
+            record_step(self.completed, transition, target, score.total, env_steps=cost + 1)
             self.completed.total_reward += score.total
             obs = transition.after
             finished = obs.done or index == max_steps - 1
@@ -264,41 +264,45 @@ class EpisodePlayer:
         self.visited[root.state_key] += 1
         return env
 
-    def _act(self, session_id: str, obs: Any, target: events_pb2.SearchTarget, revisit_penalty: float) -> str:
+    def _act(self, session_id: str, env_spec: str, target: events_pb2.SearchTarget, config: SearchConfig) -> str:
         """θ's most likely action among the candidates search would consider: the actions that change
         nothing are left out, as in search; θ alone cannot tell a door it already opened from a closed
         one as well as the world can. Like search, θ reads which candidates lead back to a visited state,
         and, as search charges revisits, each earlier visit to where a candidate leads costs it
-        `revisit_penalty` of logit (`policy_revisit_penalty`): a greedy policy that loves "move north"
-        otherwise walks between two rooms until the step limit."""
+        `policy_revisit_penalty` of logit: a greedy policy that loves "move north" otherwise walks between
+        two rooms until the step limit. Retrieved memories tilt its logits as they tilt search's priors
+        (search.memory_weight > 0)."""
         assert self.policy is not None
         env = self._candidates(session_id, target)
-        env.advice.append(theta(self.policy))
+        env.advice += [theta(self.policy), *self._advice(env_spec, env, config, with_llm=False)]
         (logits,) = env.advise([()]).logits or []
         actions = list(env.actions(()))
         visits = [self.visited[env.nodes[(a,)].state_key] if seen else 0
                   for a, seen in zip(actions, env.seen(()), strict=True)]
-        return actions[int(np.argmax(np.asarray(logits) - revisit_penalty * np.asarray(visits)))]
+        return actions[int(np.argmax(np.asarray(logits) - config.policy_revisit_penalty * np.asarray(visits)))]
 
-    def _advice(self, env_spec: str, env: SearchModel) -> list[Advice]:
+    def _advice(self, env_spec: str, env: SearchModel, config: SearchConfig, with_llm: bool = True) -> list[Advice]:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
-        ranking of the candidates, with those memories as tips (when llm.base_url is set)."""
-        retrieved = self._recall(env_spec, env.observation(()))
-        advice = [memories(retrieved, self.settings.memory_weight)] if retrieved else []
-        if self.llm is not None:
+        ranking of the candidates, with those memories as tips (when llm.base_url is set and `with_llm`)."""
+        retrieved = self._recall(env_spec, env.observation(()), config)
+        advice = [memories(retrieved, config.memory_weight)] if retrieved else []
+        if with_llm and self.llm is not None:
             llm, tips = self.llm, tips_from_memories(retrieved, self.llm.max_tips)
             advice.append(ranking(lambda goal, state, actions: llm.rank(goal, state, actions, tips)))
         return advice
 
-    def _recall(self, env_spec: str, observation: Any) -> list[memory_pb2.ScoredExperience]:
-        """Experiences of similar states, when memory guides the search; memory is advice, so a failed
-        retrieval costs the step its hints, not the episode."""
-        if self.memory is None or self.settings.memory_weight <= 0:
+    def _recall(self, env_spec: str, observation: Any, config: SearchConfig) -> list[memory_pb2.ScoredExperience]:
+        """Experiences of similar states, when memory guides the search, scored for novelty against what
+        this episode has done; memory is advice, so a failed retrieval costs the step its hints, not the
+        episode."""
+        if self.memory is None or config.memory_weight <= 0:
             return []
         goal, state = state_text(observation)
+        request = memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec, limit=config.memory_limit,
+                                             profile=config.memory_profile,
+                                             taken_actions=[step.action.text for step in self.completed.steps])
         try:
-            reply = self.memory.Retrieve(memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec,
-                                                                    limit=self.settings.memory_limit))
+            reply = self.memory.Retrieve(request)
         except grpc.RpcError as exc:
             log.warning("memory retrieval failed, searching without hints: %s", exc.details())
             return []
@@ -312,7 +316,7 @@ class EpisodePlayer:
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             env.root()
-            env.advice += self._advice(request.env_spec, env)
+            env.advice += self._advice(request.env_spec, env, config)
             result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited[env.nodes[()].state_key] += 1

@@ -1,8 +1,9 @@
 """An optional LLM (any OpenAI-compatible chat-completions endpoint) as advice for the search.
 
-The LLM sees the goal, the current observation, a few tips distilled from retrieved memories and the
-numbered candidate actions, and answers with the numbers of the best ones, best first ("3, 1"). That
-ranking becomes a bounded logit bonus at the root (`rank`) or a rollout-policy step (`choose`).
+The LLM sees the goal, the current observation, a few tips distilled from retrieved memories
+(core/memory/fusion.py) and the numbered candidate actions, and answers with the numbers of the best
+ones, best first ("3, 1"). That ranking becomes a bounded logit bonus at the root (`rank`) or a
+rollout-policy step (`choose`).
 The LLM is advice, never a dependency: any HTTP error, timeout or unparseable reply gives a zero bonus
 (or None) and a logged warning, and the search goes on with its own priors.
 """
@@ -18,7 +19,6 @@ from typing import Any
 import httpx
 import numpy as np
 
-from evoskill.memory.v1 import memory_pb2
 from evoskill.platform.config import Settings
 from evoskill.platform.telemetry import tracer
 
@@ -31,7 +31,6 @@ SYSTEM_PROMPT = (
     "Answer with the numbers only."
 )
 MAX_STATE_CHARS = 4000  # long observations are cut so one request stays small and fast
-MAX_FEEDBACK_CHARS = 80
 MAX_TOKENS = 64  # the answer is a few numbers; a bound keeps latency bounded too
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)  # reasoning models' scratchpad
 _NUMBER = re.compile(r"\b\d+\b")
@@ -69,33 +68,6 @@ def choice_bonus(choices: Sequence[int], n: int, weight: float) -> np.ndarray:
     for rank, i in enumerate(choices):
         bonus[i] = weight / (1 + rank)
     return bonus
-
-
-def tips_from_memories(memories: Sequence[memory_pb2.ScoredExperience], limit: int) -> list[str]:
-    """One-line tips from retrieved experiences, in retrieval order, distinct, at most `limit`."""
-    tips: list[str] = []
-    for scored in memories:
-        if len(tips) >= limit:
-            break
-        e = scored.experience
-        if not e.action:
-            continue
-        if e.success:
-            outcome = f"was part of an episode that succeeded (step reward {e.reward:+.2f})"
-        elif e.reward > 0:
-            outcome = f"earned reward {e.reward:+.2f}"
-        elif e.reward < 0:
-            outcome = f"was penalised (reward {e.reward:+.2f})"
-        else:
-            outcome = "achieved nothing"
-        tip = f"in a similar state, '{e.action}' {outcome}"
-        feedback = " ".join(e.feedback.split())
-        if feedback:
-            cut = feedback if len(feedback) <= MAX_FEEDBACK_CHARS else feedback[: MAX_FEEDBACK_CHARS - 3] + "..."
-            tip += f"; the game answered: \"{cut}\""
-        if tip not in tips:
-            tips.append(tip)
-    return tips
 
 
 def user_message(goal: str, state: str, actions: Sequence[str], tips: Sequence[str]) -> str:

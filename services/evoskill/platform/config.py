@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from evoskill.core.errors import InvalidInput
+from evoskill.core.memory.retrieval import PROFILES, Weights
 from evoskill.core.search_config import SearchConfig
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
@@ -174,6 +176,10 @@ class LearnerSettings(_Group):
     )
     feature_dim: int = Field(256, description="Dimension of the hashed text features (featurizer=hash)")
     hidden: int = Field(128, description="Hidden width of the policy and value networks")
+    torch_threads: int = Field(
+        1, ge=1, description="Threads of θ's torch updates: its matrices are small, and on the 2 shared cores one "
+        "thread ran a behaviour-cloning step 8x faster than two (load 9-10)"
+    )
     reader_tokens: Literal["minilm", "hash"] = Field(
         "minilm", description="Tokens of the reader: all-MiniLM-L6-v2's word pieces (table initialised from its "
         "embeddings) or hashed words (random table, no model files)"
@@ -195,7 +201,8 @@ class LearnerSettings(_Group):
 
 
 class MemorySettings(_Group):
-    """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall, then re-rank and MMR)."""
+    """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall under filters, then a formula
+    re-score by similarity, reward, outcome and novelty, then MMR); docs/memory.md."""
 
     featurizer: Literal["hash", "minilm"] = Field(
         "minilm",
@@ -204,7 +211,26 @@ class MemorySettings(_Group):
     )
     hash_dim: int = Field(384, description="Dimension of the hashed embedding (featurizer=hash)")
     recall: int = Field(50, description="First-stage candidates recalled by vector search when a request sets none")
-    limit: int = Field(5, description="Experiences returned when a request sets no limit")
+    limit: int = Field(5, ge=1, description="Experiences returned when a request sets no limit")
+    profile: str = Field("stable", description="Retrieval profile of a request that names none (one of profiles)")
+    profiles: dict[str, Weights] = Field(
+        default_factory=lambda: dict(PROFILES),
+        description="Named retrieval weights (a settings file adds to stable and exploratory): score = similarity "
+        "+ reward * tanh(step reward) + outcome * outcome value + novelty / (1 + times the session took the action); "
+        "diversity = MMR's trade-off (docs/memory.md)",
+    )
+
+    @field_validator("profiles", mode="before")
+    @classmethod
+    def _profiles_extend_the_builtin(cls, value: Any) -> Any:
+        """A settings file adds profiles or retunes one; stable and exploratory stay."""
+        return {**PROFILES, **value} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _profile_is_named(self) -> MemorySettings:
+        if self.profile not in self.profiles:
+            raise ValueError(f"profile {self.profile!r} is not one of profiles ({', '.join(sorted(self.profiles))})")
+        return self
 
 
 class LlmSettings(_Group):
@@ -345,6 +371,8 @@ def describe(settings: BaseModel | None = None, prefix: str = "") -> list[Settin
             rows += describe(value, f"{prefix}{name}.")
         else:
             dotted = f"{prefix}{name}"
+            # A table of groups (memory.profiles) shows as plain values: what a settings file would hold.
+            value, default = (to_jsonable_python(v) if isinstance(v, dict) else v for v in (value, default))
             rows.append(SettingRow(dotted, value, default, "EVOSKILL_" + dotted.replace(".", "__").upper(),
                                    field.description or ""))
     return rows

@@ -55,6 +55,7 @@ def _worker_main(conn: Connection) -> None:
     confine()
 
     host: EnvHost | None = None
+    opened: tuple[Any, ...] = ()  # what `host` was opened with, but the game
     while True:
         try:
             message = conn.recv()
@@ -64,9 +65,19 @@ def _worker_main(conn: Connection) -> None:
         try:
             if command == "open":
                 spec, seed, fold, episode_id, faults, read_only, gold, cache_dir = args
-                if host is not None:
-                    host.close()
-                host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold, cache_dir)
+                obs = None
+                if host is not None and opened == (spec, faults, read_only, gold, cache_dir):
+                    # The same environment for the next game: a reset, not a new JVM (seconds a session).
+                    host.episode_id, host.seed = episode_id, seed
+                    with contextlib.suppress(Exception):
+                        obs = host.reset(seed, fold)
+                if host is None or obs is None:  # another environment, or one that failed to reset: a fresh one
+                    if host is not None:
+                        host.close()
+                        host = None
+                    host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold,
+                                             cache_dir)
+                    opened = (spec, faults, read_only, gold, cache_dir)
                 result: Any = (obs.SerializeToString(), host.env.gold_path() or [])
             elif command == "exit":
                 break

@@ -1,39 +1,18 @@
-"""The second retrieval stage (seed 004 §2.2), on the candidates the vector search recalled.
+"""Diversity among the re-scored candidates (seed 004 §2.2): maximal marginal relevance picks the results
+one by one, trading each candidate's score against its largest similarity to what is already picked
+(`diversity` 0 = score order, 1 = spread only), so near-duplicate memories of one situation do not crowd
+out the alternatives.
 
-relevance = similarity + reward_weight * reward normalised to [0, 1] over the candidates (the best 1,
-the worst 0, all equal 0), so a weight means the same whatever the reward scale of the environment.
-Then maximal marginal relevance picks the results one by one, trading relevance against the largest
-similarity to what is already picked (`diversity` 0 = relevance order, 1 = spread only): near-duplicate
-memories of one situation do not crowd out the alternatives (novelty).
+It runs here, on the candidates Qdrant's formula query scored, and not as Qdrant's own MMR query: that one
+takes a candidate's similarity to the query vector as its relevance, so with diversity on, reward, outcome
+and novelty would stop counting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 import numpy as np
 
 from evoskill.core.errors import InvalidInput
-
-
-@dataclass(frozen=True)
-class Ranked:
-    index: int  # into the candidates
-    relevance: float
-    similarity: float
-
-
-def normalised_rewards(rewards: Sequence[float]) -> np.ndarray:
-    r = np.asarray(rewards, dtype=np.float64)
-    if r.size == 0:
-        return r
-    span = float(r.max() - r.min())
-    return (r - r.min()) / span if span > 0 else np.zeros_like(r)
-
-
-def relevance(similarities: Sequence[float], rewards: Sequence[float], reward_weight: float) -> np.ndarray:
-    return np.asarray(similarities, dtype=np.float64) + reward_weight * normalised_rewards(rewards)
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -41,8 +20,14 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
+def cosines(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row of `vectors` to `query` (what the first stage ranked by)."""
+    rows = unit_rows(np.asarray(vectors, dtype=np.float64).reshape(len(vectors), -1))
+    return rows @ unit_rows(np.asarray(query, dtype=np.float64).reshape(1, -1))[0]
+
+
 def mmr(relevance: np.ndarray, vectors: np.ndarray, diversity: float, limit: int) -> list[int]:
-    """Indices picked by maximal marginal relevance; ties go to the lower index (the recall order)."""
+    """Indices picked by maximal marginal relevance; ties go to the lower index (the score order)."""
     if not 0.0 <= diversity <= 1.0:
         raise InvalidInput(f"diversity must be in [0, 1], got {diversity}")
     n = len(relevance)
@@ -66,17 +51,3 @@ def mmr(relevance: np.ndarray, vectors: np.ndarray, diversity: float, limit: int
         free[best] = False
         closest = np.maximum(closest, similarity[best])
     return picked
-
-
-def rank(
-    similarities: Sequence[float],
-    rewards: Sequence[float],
-    vectors: np.ndarray,
-    *,
-    reward_weight: float,
-    diversity: float,
-    limit: int,
-) -> list[Ranked]:
-    """Re-rank recalled candidates and pick `limit` of them, best first."""
-    rel = relevance(similarities, rewards, reward_weight)
-    return [Ranked(i, float(rel[i]), float(similarities[i])) for i in mmr(rel, vectors, diversity, limit)]

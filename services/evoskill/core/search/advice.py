@@ -3,21 +3,18 @@ evaluation to a better one, and the search model applies them in order, starting
 value 0. θ gives the priors and the value of every state; outside advice (retrieved memories, an LLM's
 ranking) tilts the root's priors by a bounded logit bonus and never removes a candidate.
 
-Memories (seed 004 §2.2: memory guides the search): each retrieved experience votes for the action it
-took, in proportion to how similar its state is to this one: +similarity when its episode succeeded,
-similarity * tanh(reward) otherwise (a failed step with a negative reward votes against). An experience
-whose action differs but whose template (skill) matches votes with `template_share` of that. Each action's
-votes are summed, clipped to [-1, 1] and scaled by `weight`.
+Memories (seed 004 §2.2: memory guides the search): the retrieved experiences fused into a bonus for the
+actions that worked in similar states and a penalty for those that failed (core/memory/fusion.py).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evoskill.core.memory.fusion import memory_bonus
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import state_text
 from evoskill.memory.v1 import memory_pb2
@@ -62,42 +59,13 @@ def root_bonus(bonus_at: Callable[[SearchModel], np.ndarray]) -> Advice:
 
 
 def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float) -> Advice:
-    """Experiences retrieved for the root's state vote for its candidates (see the module docstring)."""
+    """Experiences retrieved for the root's state vote for its candidates (core/memory/fusion.py)."""
     return root_bonus(lambda model: memory_bonus(model.actions(()), model.templates(()), retrieved, weight=weight))
 
 
 def ranking(rank: RankFn) -> Advice:
     """An outside ranking of the root's candidates (an LLM's) from what θ reads of the root."""
     return root_bonus(lambda model: rank(*state_text(model.observation(()), model.notes), model.actions(())))
-
-
-def memory_bonus(
-    actions: Sequence[str],
-    templates: Sequence[str],
-    memories: Sequence[memory_pb2.ScoredExperience],
-    *,
-    weight: float = 1.0,
-    template_share: float = 0.3,
-) -> np.ndarray:
-    """A logit bonus per candidate action (aligned with `actions`), from experiences retrieved for this state."""
-    if len(templates) != len(actions):
-        raise ValueError(f"{len(actions)} actions but {len(templates)} templates")
-    votes = np.zeros(len(actions), dtype=np.float64)
-    by_action = {a: i for i, a in enumerate(actions)}
-    by_template: dict[str, list[int]] = {}
-    for i, template in enumerate(templates):
-        if template:
-            by_template.setdefault(template, []).append(i)
-    for scored in memories:
-        experience = scored.experience
-        similarity = max(scored.similarity, 0.0)  # dissimilar states say nothing about this one
-        vote = similarity * (1.0 if experience.success else math.tanh(experience.reward))
-        if experience.action in by_action:
-            votes[by_action[experience.action]] += vote
-        elif experience.template:
-            for i in by_template.get(experience.template, ()):
-                votes[i] += template_share * vote
-    return weight * np.clip(votes, -1.0, 1.0)
 
 
 def with_logit_bonus(logits: np.ndarray | None, bonus: np.ndarray) -> np.ndarray:

@@ -59,7 +59,7 @@ class SearchTarget(_message.Message):
     def __init__(self, actions: _Optional[_Iterable[str]] = ..., visit_probs: _Optional[_Iterable[float]] = ..., q_values: _Optional[_Iterable[float]] = ..., priors: _Optional[_Iterable[float]] = ..., root_value: _Optional[float] = ..., templates: _Optional[_Iterable[str]] = ..., seen: _Optional[_Iterable[bool]] = ..., policy_probs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class EpisodeStep(_message.Message):
-    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure")
+    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure", "env_steps")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class EpisodeStep(_message.Message):
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     ENV_REWARD_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
     target: SearchTarget
     reward: float
     index: int
@@ -74,7 +75,8 @@ class EpisodeStep(_message.Message):
     observation: _common_pb2.Observation
     env_reward: float
     failure: _common_pb2.Failure
-    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ...) -> None: ...
+    env_steps: int
+    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ..., env_steps: _Optional[int] = ...) -> None: ...
 
 class EpisodeCompleted(_message.Message):
     __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial")

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/memory/v1/memory.proto\x12\x12\x65voskill.memory.v1\"\xb5\x02\n\nExperience\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04goal\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\t\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0f\n\x07success\x18\x08 \x01(\x08\x12\x10\n\x08\x65nv_spec\x18\t \x01(\t\x12\x12\n\nepisode_id\x18\n \x01(\t\x12\x12\n\nstep_index\x18\x0b \x01(\x05\x12>\n\x08metadata\x18\x0c \x03(\x0b\x32,.evoskill.memory.v1.Experience.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0cStoreRequest\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"\x1c\n\nStoreReply\x12\x0e\n\x06stored\x18\x01 \x01(\x05\"\x89\x01\n\x0fRetrieveRequest\x12\x0c\n\x04goal\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06recall\x18\x04 \x01(\x05\x12\x15\n\rreward_weight\x18\x05 \x01(\x01\x12\x11\n\tdiversity\x18\x06 \x01(\x01\x12\x10\n\x08\x65nv_spec\x18\x07 \x01(\t\"i\n\x10ScoredExperience\x12\x32\n\nexperience\x18\x01 \x01(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x12\n\nsimilarity\x18\x03 \x01(\x01\"F\n\rRetrieveReply\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.evoskill.memory.v1.ScoredExperience2\xae\x01\n\rMemoryService\x12I\n\x05Store\x12 .evoskill.memory.v1.StoreRequest\x1a\x1e.evoskill.memory.v1.StoreReply\x12R\n\x08Retrieve\x12#.evoskill.memory.v1.RetrieveRequest\x1a!.evoskill.memory.v1.RetrieveReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/memory/v1/memory.proto\x12\x12\x65voskill.memory.v1\"\xf2\x03\n\nExperience\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04goal\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\t\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0f\n\x07success\x18\x08 \x01(\x08\x12\x10\n\x08\x65nv_spec\x18\t \x01(\t\x12\x12\n\nepisode_id\x18\n \x01(\t\x12\x12\n\nstep_index\x18\x0b \x01(\x05\x12>\n\x08metadata\x18\x0c \x03(\x0b\x32,.evoskill.memory.v1.Experience.MetadataEntry\x12,\n\x07outcome\x18\r \x01(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x15\n\repisode_score\x18\x0e \x01(\x01\x12\x12\n\nenv_family\x18\x0f \x01(\t\x12\x12\n\nsession_id\x18\x10 \x01(\t\x12\x16\n\x0epolicy_version\x18\x11 \x01(\t\x12\r\n\x05\x61gent\x18\x12 \x01(\t\x12\x11\n\tenv_steps\x18\x13 \x01(\x05\x12\x14\n\x0ctime_unix_ms\x18\x14 \x01(\x03\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0cStoreRequest\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"\x1c\n\nStoreReply\x12\x0e\n\x06stored\x18\x01 \x01(\x05\"\xa6\x03\n\x0fRetrieveRequest\x12\x0c\n\x04goal\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06recall\x18\x04 \x01(\x05\x12\x1a\n\rreward_weight\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tdiversity\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x10\n\x08\x65nv_spec\x18\x07 \x01(\t\x12\x0f\n\x07profile\x18\x08 \x01(\t\x12\x1b\n\x0eoutcome_weight\x18\t \x01(\x01H\x02\x88\x01\x01\x12\x1b\n\x0enovelty_weight\x18\n \x01(\x01H\x03\x88\x01\x01\x12\x15\n\rtaken_actions\x18\x0b \x03(\t\x12\x12\n\nenv_family\x18\x0c \x01(\t\x12\x10\n\x08template\x18\r \x01(\t\x12-\n\x08outcomes\x18\x0e \x03(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x14\n\x0c\x61lternatives\x18\x0f \x01(\x08\x42\x10\n\x0e_reward_weightB\x0c\n\n_diversityB\x11\n\x0f_outcome_weightB\x11\n\x0f_novelty_weight\"i\n\x10ScoredExperience\x12\x32\n\nexperience\x18\x01 \x01(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x12\n\nsimilarity\x18\x03 \x01(\x01\"F\n\rRetrieveReply\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.evoskill.memory.v1.ScoredExperience*A\n\x07Outcome\x12\x13\n\x0fOUTCOME_PENDING\x10\x00\x12\x0f\n\x0bOUTCOME_WON\x10\x01\x12\x10\n\x0cOUTCOME_LOST\x10\x02\x32\xae\x01\n\rMemoryService\x12I\n\x05Store\x12 .evoskill.memory.v1.StoreRequest\x1a\x1e.evoskill.memory.v1.StoreReply\x12R\n\x08Retrieve\x12#.evoskill.memory.v1.RetrieveRequest\x1a!.evoskill.memory.v1.RetrieveReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,20 +33,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_EXPERIENCE_METADATAENTRY']._loaded_options = None
   _globals['_EXPERIENCE_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_OUTCOME']._serialized_start=1259
+  _globals['_OUTCOME']._serialized_end=1324
   _globals['_EXPERIENCE']._serialized_start=56
-  _globals['_EXPERIENCE']._serialized_end=365
-  _globals['_EXPERIENCE_METADATAENTRY']._serialized_start=318
-  _globals['_EXPERIENCE_METADATAENTRY']._serialized_end=365
-  _globals['_STOREREQUEST']._serialized_start=367
-  _globals['_STOREREQUEST']._serialized_end=434
-  _globals['_STOREREPLY']._serialized_start=436
-  _globals['_STOREREPLY']._serialized_end=464
-  _globals['_RETRIEVEREQUEST']._serialized_start=467
-  _globals['_RETRIEVEREQUEST']._serialized_end=604
-  _globals['_SCOREDEXPERIENCE']._serialized_start=606
-  _globals['_SCOREDEXPERIENCE']._serialized_end=711
-  _globals['_RETRIEVEREPLY']._serialized_start=713
-  _globals['_RETRIEVEREPLY']._serialized_end=783
-  _globals['_MEMORYSERVICE']._serialized_start=786
-  _globals['_MEMORYSERVICE']._serialized_end=960
+  _globals['_EXPERIENCE']._serialized_end=554
+  _globals['_EXPERIENCE_METADATAENTRY']._serialized_start=507
+  _globals['_EXPERIENCE_METADATAENTRY']._serialized_end=554
+  _globals['_STOREREQUEST']._serialized_start=556
+  _globals['_STOREREQUEST']._serialized_end=623
+  _globals['_STOREREPLY']._serialized_start=625
+  _globals['_STOREREPLY']._serialized_end=653
+  _globals['_RETRIEVEREQUEST']._serialized_start=656
+  _globals['_RETRIEVEREQUEST']._serialized_end=1078
+  _globals['_SCOREDEXPERIENCE']._serialized_start=1080
+  _globals['_SCOREDEXPERIENCE']._serialized_end=1185
+  _globals['_RETRIEVEREPLY']._serialized_start=1187
+  _globals['_RETRIEVEREPLY']._serialized_end=1257
+  _globals['_MEMORYSERVICE']._serialized_start=1327
+  _globals['_MEMORYSERVICE']._serialized_end=1501
 # @@protoc_insertion_point(module_scope)

@@ -1,4 +1,5 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -6,8 +7,17 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_PENDING: _ClassVar[Outcome]
+    OUTCOME_WON: _ClassVar[Outcome]
+    OUTCOME_LOST: _ClassVar[Outcome]
+OUTCOME_PENDING: Outcome
+OUTCOME_WON: Outcome
+OUTCOME_LOST: Outcome
+
 class Experience(_message.Message):
-    __slots__ = ("id", "goal", "state", "action", "template", "feedback", "reward", "success", "env_spec", "episode_id", "step_index", "metadata")
+    __slots__ = ("id", "goal", "state", "action", "template", "feedback", "reward", "success", "env_spec", "episode_id", "step_index", "metadata", "outcome", "episode_score", "env_family", "session_id", "policy_version", "agent", "env_steps", "time_unix_ms")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +37,14 @@ class Experience(_message.Message):
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    ENV_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    TIME_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     id: str
     goal: str
     state: str
@@ -39,7 +57,15 @@ class Experience(_message.Message):
     episode_id: str
     step_index: int
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[str] = ..., goal: _Optional[str] = ..., state: _Optional[str] = ..., action: _Optional[str] = ..., template: _Optional[str] = ..., feedback: _Optional[str] = ..., reward: _Optional[float] = ..., success: _Optional[bool] = ..., env_spec: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    outcome: Outcome
+    episode_score: float
+    env_family: str
+    session_id: str
+    policy_version: str
+    agent: str
+    env_steps: int
+    time_unix_ms: int
+    def __init__(self, id: _Optional[str] = ..., goal: _Optional[str] = ..., state: _Optional[str] = ..., action: _Optional[str] = ..., template: _Optional[str] = ..., feedback: _Optional[str] = ..., reward: _Optional[float] = ..., success: _Optional[bool] = ..., env_spec: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., episode_score: _Optional[float] = ..., env_family: _Optional[str] = ..., session_id: _Optional[str] = ..., policy_version: _Optional[str] = ..., agent: _Optional[str] = ..., env_steps: _Optional[int] = ..., time_unix_ms: _Optional[int] = ...) -> None: ...
 
 class StoreRequest(_message.Message):
     __slots__ = ("experiences",)
@@ -54,7 +80,7 @@ class StoreReply(_message.Message):
     def __init__(self, stored: _Optional[int] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("goal", "state", "limit", "recall", "reward_weight", "diversity", "env_spec")
+    __slots__ = ("goal", "state", "limit", "recall", "reward_weight", "diversity", "env_spec", "profile", "outcome_weight", "novelty_weight", "taken_actions", "env_family", "template", "outcomes", "alternatives")
     GOAL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +88,14 @@ class RetrieveRequest(_message.Message):
     REWARD_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     DIVERSITY_FIELD_NUMBER: _ClassVar[int]
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    NOVELTY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
     goal: str
     state: str
     limit: int
@@ -69,7 +103,15 @@ class RetrieveRequest(_message.Message):
     reward_weight: float
     diversity: float
     env_spec: str
-    def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ...) -> None: ...
+    profile: str
+    outcome_weight: float
+    novelty_weight: float
+    taken_actions: _containers.RepeatedScalarFieldContainer[str]
+    env_family: str
+    template: str
+    outcomes: _containers.RepeatedScalarFieldContainer[Outcome]
+    alternatives: bool
+    def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ..., profile: _Optional[str] = ..., outcome_weight: _Optional[float] = ..., novelty_weight: _Optional[float] = ..., taken_actions: _Optional[_Iterable[str]] = ..., env_family: _Optional[str] = ..., template: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[Outcome, str]]] = ..., alternatives: _Optional[bool] = ...) -> None: ...
 
 class ScoredExperience(_message.Message):
     __slots__ = ("experience", "score", "similarity")

@@ -1,6 +1,7 @@
-"""The TrainingWorkflow's activities: play one episode through the planner, train through the learner,
-record an epoch's metrics. They hold the worker's settings (bound methods), so a worker started on other
-ports (tests, containers) reaches its own services.
+"""The TrainingWorkflow's activities: play one episode through the planner, build the learner's offline
+library from the environment's gold paths, train through the learner, record an epoch's metrics. They hold
+the worker's settings (bound methods), so a worker started on other ports (tests, containers) reaches its
+own services.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from temporalio.exceptions import ApplicationError
 
 from evoskill.clients.episodes import episode_request, play
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
-from evoskill.orchestrator.training.logic import EpisodeResult, EpisodeTask, EpochMetrics, TrainResult, TrainTask
+from evoskill.orchestrator.training.logic import (
+    EpisodeResult,
+    EpisodeTask,
+    EpochMetrics,
+    LibraryResult,
+    LibraryTask,
+    TrainResult,
+    TrainTask,
+)
 from evoskill.orchestrator.training.report import record_metrics
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
@@ -41,7 +50,9 @@ class TrainingActivities:
     @activity.defn(name="training.play_episode")
     async def play_episode(self, task: EpisodeTask) -> EpisodeResult:
         """One episode with a fixed id: a retry plays it again under the same id (the learner keys replay by it)."""
-        search = {k: (round(v) if k in INT_FIELDS else v) for k, v in task.search.items()}
+        search: dict[str, Any] = {k: (round(v) if k in INT_FIELDS else v) for k, v in task.search.items()}
+        if task.algorithm:
+            search["algorithm"] = task.algorithm
         request = episode_request(task.env, task.seed, task.fold, task.agent, task.simulations, task.max_steps,
                                   policy_version=task.policy_version, **search)
         request.episode_id = task.episode_id
@@ -85,7 +96,7 @@ class TrainingActivities:
         A retry (this worker died after the learner finished) sends the same request id and gets that version."""
         request = learner_pb2.TrainRequest(steps=task.steps, batch_size=task.batch_size, seed=task.seed,
                                            episode_ids=task.episode_ids, wait_seconds=task.wait_seconds,
-                                           request_id=task.request_id)
+                                           request_id=task.request_id, online_fraction=task.online_fraction)
         async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
             try:
@@ -95,6 +106,30 @@ class TrainingActivities:
                 raise rpc_failure("learner Train", exc) from exc
         return TrainResult(reply.policy_version, dict(reply.losses), reply.samples)
 
+    @activity.defn(name="training.build_library")
+    async def build_library(self, task: LibraryTask) -> LibraryResult:
+        """Gold paths played straight from the environment adapters in `workers` processes (`evoskill demos`:
+        the planner's demo agent, in-process, so without a JVM start per game), streamed into the learner's
+        offline library. Idempotent: a game's episode id is fixed, so a retry stores nothing twice."""
+        from evoskill.library.cli import send_to_learner
+        from evoskill.library.generate import Throughput, generate
+
+        tally = Throughput()
+        by_env: dict[str, list[int]] = {}
+        for t in task.tasks:
+            by_env.setdefault(t.env, []).append(t.seed)
+        played = (episode for env, seeds in by_env.items()
+                  for episode in generate(env, task.fold, seeds, workers=task.workers, settings=self.settings,
+                                          throughput=tally))
+        async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
+            try:
+                async with self._heartbeats():
+                    reply = await send_to_learner(learner_pb2_grpc.LearnerServiceStub(ch), played)
+            except grpc.aio.AioRpcError as exc:
+                raise rpc_failure("learner ImportEpisodes", exc) from exc
+        return LibraryResult(tally.episodes, tally.won, tally.steps, reply.stored, reply.library_episodes,
+                             reply.library_steps)
+
     @activity.defn(name="training.record_epoch")
     async def record_epoch(self, workflow_id: str, directory: str, metrics: EpochMetrics) -> str:
         """Append the epoch to metrics.jsonl and TensorBoard under the run's folder; returns the folder."""
@@ -103,4 +138,4 @@ class TrainingActivities:
         return str(folder.resolve())
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.play_episode, self.train_policy, self.record_epoch]
+        return [self.play_episode, self.build_library, self.train_policy, self.record_epoch]

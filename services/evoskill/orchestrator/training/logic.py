@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 
 TUNE_MODES = ("", "es")
 AGENTS = ("mcts", "policy+mcts")
+# Who plays the held-out games: "" the epoch's own agent (MCTS, guided by θ once there is one); "policy" θ
+# alone, greedy (the random agent, θ's uniform prior, before any θ exists).
+EVAL_AGENTS = ("", "policy")
+# What an epoch does: "start" evaluates the starting agent before any training; "imitation" clones θ on the
+# environment's gold paths (the offline library); "search" plays train-fold games, trains on them, evaluates.
+STAGES = ("start", "imitation", "search")
+SEARCH_ALGORITHMS = ("", "puct", "gumbel")  # "" = the planner's search.algorithm
 # Seed 000 §2.3 d: black-box search over the MCTS hyper-parameters, in an unbounded space z.
 ES_PARAMS = ("c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth")
 ES_START = {"c_puct": 1.414, "dirichlet_alpha": 0.3, "dirichlet_weight": 0.25, "rollout_depth": 10.0}
@@ -27,6 +34,7 @@ class TrainingParams:
     episodes_per_epoch: int = 4
     eval_episodes: int = 2
     simulations: int = 16
+    search_algorithm: str = ""        # the run's search: one of SEARCH_ALGORITHMS
     max_steps: int = 20
     train_steps: int = 20
     batch_size: int = 0               # 0 = the learner's learner.batch_size
@@ -36,8 +44,12 @@ class TrainingParams:
     eval_fold: str = "dev"
     fold_size: int = 1000             # train tasks are drawn from seeds [0, fold_size)
     train: bool = True                # False: play and evaluate only (no learner call)
-    demos: int = 0                    # train-fold gold paths played before epoch 1, into the offline library
-    start_policy: str = ""            # θ epoch 1 searches with (e.g. cloned from the library); "" = uniform priors
+    evaluate_start: bool = False      # epoch 0 evaluates the starting agent on the held-out fold, untrained
+    demos: int = 0                    # train-fold gold paths into the offline library, cloned in an imitation epoch
+    imitation_steps: int = 0          # behaviour-cloning steps of the imitation epoch (0 = train_steps)
+    online_fraction: float | None = None  # share of a search epoch's batches from online episodes (None: learner's)
+    eval_agent: str = ""              # one of EVAL_AGENTS
+    start_policy: str = ""            # θ the first epoch starts from (e.g. cloned from the library); "" = none
     tune: str = ""                    # "es": evolve the search hyper-parameters (each epoch is a generation)
     es_population: int = 4            # even: antithetic pairs
     es_sigma: float = 0.3
@@ -58,11 +70,17 @@ def validate(params: TrainingParams) -> list[str]:
                  "continue_as_new_every"):
         if getattr(params, name) < 1:
             problems.append(f"{name} must be >= 1 (got {getattr(params, name)})")
-    for name in ("eval_episodes", "batch_size", "demos"):
+    for name in ("eval_episodes", "batch_size", "demos", "imitation_steps"):
         if getattr(params, name) < 0:
             problems.append(f"{name} must be >= 0 (got {getattr(params, name)})")
     if params.train and params.train_steps < 1:
         problems.append(f"train_steps must be >= 1 when training (got {params.train_steps})")
+    if params.online_fraction is not None and not 0.0 <= params.online_fraction <= 1.0:
+        problems.append(f"online_fraction must be in [0, 1] (got {params.online_fraction})")
+    if params.search_algorithm not in SEARCH_ALGORITHMS:
+        problems.append(f"search_algorithm must be one of {SEARCH_ALGORITHMS} (got {params.search_algorithm!r})")
+    if params.eval_agent not in EVAL_AGENTS:
+        problems.append(f"eval_agent must be one of {EVAL_AGENTS} (got {params.eval_agent!r})")
     if params.tune not in TUNE_MODES:
         problems.append(f"tune must be one of {TUNE_MODES} (got {params.tune!r})")
     if params.tune == "es" and (params.es_population < 2 or params.es_population % 2):
@@ -112,6 +130,19 @@ def agent_for(policy_version: str) -> str:
     return "policy+mcts" if policy_version else "mcts"
 
 
+def eval_agent_for(eval_agent: str, policy_version: str) -> str:
+    """Who plays the held-out games (see EVAL_AGENTS)."""
+    if eval_agent == "policy":
+        return "policy" if policy_version else "random"
+    return agent_for(policy_version)
+
+
+def stages(params: TrainingParams) -> list[str]:
+    """What each epoch of the run does, epoch 0 first: one epoch numbering for the ids, records and report."""
+    return ((["start"] if params.evaluate_start else []) + (["imitation"] if params.demos and params.train else [])
+            + ["search"] * params.epochs)
+
+
 # -- records --------------------------------------------------------------------------------------------
 
 
@@ -126,6 +157,7 @@ class EpisodeTask:
     max_steps: int
     policy_version: str = ""
     search: dict[str, float] = field(default_factory=dict)   # SearchConfig overrides (ES candidates)
+    algorithm: str = ""                                      # SearchConfig.algorithm ("" = the planner's)
 
 
 @dataclass
@@ -148,6 +180,26 @@ class TrainTask:
     episode_ids: list[str]
     wait_seconds: float
     request_id: str = ""  # the learner's idempotency key: a retried Train does not make a second version
+    online_fraction: float | None = None  # None: the learner's learner.online_fraction
+
+
+@dataclass
+class LibraryTask:
+    """Gold paths of `tasks` (train fold) for the learner's offline library, played `workers` at a time."""
+
+    tasks: list[Task]
+    fold: str
+    workers: int
+
+
+@dataclass
+class LibraryResult:
+    episodes: int             # gold paths played
+    won: int
+    steps: int
+    stored: int               # new in the library (the others were there from an earlier run: ids are per game)
+    library_episodes: int     # the library's size after the import
+    library_steps: int
 
 
 @dataclass
@@ -176,6 +228,9 @@ class EpochMetrics:
     note: str = ""
     search: dict[str, float] = field(default_factory=dict)   # ES: the generation's mean configuration
     es_fitness: list[float] = field(default_factory=list)
+    stage: str = "search"                                    # one of STAGES
+    eval_agent: str = ""                                     # who played the held-out games
+    library_episodes: int = 0                                # imitation: the offline library's size
 
 
 @dataclass
@@ -216,6 +271,7 @@ class TrainingProgress:
     paused: bool
     stopping: bool
     history: list[EpochMetrics]
+    stage: str = ""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from evoskill.orchestrator.training.logic import EpochMetrics, TrainingProgress
+from evoskill.orchestrator.training.logic import EpochMetrics, TrainingParams, TrainingProgress, stages
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -59,26 +59,52 @@ def record_metrics(directory: Path, metrics: EpochMetrics) -> None:
     write_scalars(directory, metrics.epoch, epoch_scalars(metrics))
 
 
+def describe_plan(p: TrainingParams) -> str:
+    """The run's epochs in words, as the report will number them."""
+    plan, parts = stages(p), []
+    held_out = f"{p.eval_episodes} held-out {p.eval_fold} games"
+    if "start" in plan:
+        parts.append(f"epoch 0 the start ({held_out}, before any training)")
+    if "imitation" in plan:
+        parts.append(f"epoch {plan.index('imitation')} imitation ({p.demos} gold paths, "
+                     f"{p.imitation_steps or p.train_steps} cloning steps)")
+    first = plan.index("search") if "search" in plan else len(plan)
+    numbers = f"epoch {first}" if p.epochs == 1 else f"epochs {first}–{len(plan) - 1}"
+    search = f"{p.search_algorithm} " if p.search_algorithm else ""
+    parts.append(f"{numbers} search ({p.episodes_per_epoch} games of {', '.join(p.envs)} each, {search}MCTS at "
+                 f"{p.simulations} simulations, θ-guided once θ exists; {p.train_steps if p.train else 0} learner "
+                 f"steps; {held_out})")
+    return "; ".join(parts)
+
+
+def _epoch_label(m: EpochMetrics) -> str:
+    return f"{m.epoch}\n{m.stage}"
+
+
 def plot_curves(history: Sequence[EpochMetrics], path: Path) -> Path:
-    """Learning curves: rewards and success per epoch on the left, the learner's losses on the right."""
+    """Learning curves over the run's epochs (epoch 0 = the start where the run has one, each labelled with
+    its stage): held-out success and rewards on the left, the learner's losses on the right."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    epochs = [m.epoch + 1 for m in history]
+    epochs = [m.epoch for m in history]
+    played = [m for m in history if m.train_episodes]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    left.plot(epochs, [m.eval_mean_reward for m in history], "o-", label="eval mean reward")
-    left.plot(epochs, [m.train_mean_reward for m in history], "s--", label="train mean reward")
+    left.plot(epochs, [m.eval_success for m in history], "o-", color="tab:green", linewidth=2,
+              label="held-out success")
+    left.set_ylim(-0.05, 1.05)
+    left.set_ylabel("held-out success rate")
     left.set_xlabel("epoch")
-    left.set_ylabel("reward")
-    success = left.twinx()
-    success.plot(epochs, [m.eval_success for m in history], "^:", color="tab:green", label="eval success")
-    success.set_ylim(-0.05, 1.05)
-    success.set_ylabel("success rate")
-    handles = left.get_legend_handles_labels()[0] + success.get_legend_handles_labels()[0]
+    rewards = left.twinx()
+    rewards.plot(epochs, [m.eval_mean_reward for m in history], "^:", color="tab:blue", label="held-out mean reward")
+    rewards.plot([m.epoch for m in played], [m.train_mean_reward for m in played], "s--", color="tab:orange",
+                 label="train-game mean reward")
+    rewards.set_ylabel("reward")
+    handles = left.get_legend_handles_labels()[0] + rewards.get_legend_handles_labels()[0]
     left.legend(handles=handles, loc="best", fontsize="small")
-    left.set_title("rewards and success")
+    left.set_title("held-out success and rewards")
     names = sorted({k for m in history for k in m.losses})
     for name in names:
         right.plot(epochs, [m.losses.get(name, float("nan")) for m in history], "o-", label=name)
@@ -87,7 +113,7 @@ def plot_curves(history: Sequence[EpochMetrics], path: Path) -> Path:
     if names:
         right.legend(loc="best", fontsize="small")
     for axis in (left, right):
-        axis.set_xticks(epochs)
+        axis.set_xticks(epochs, [_epoch_label(m) for m in history])
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -102,23 +128,42 @@ def _losses(losses: dict[str, float], limit: int = 3) -> str:
     return " ".join(f"{k} {losses[k]:.3g}" for k in names) or "-"
 
 
+def _trained_on(m: EpochMetrics) -> str:
+    if m.stage == "start":
+        return "nothing yet"
+    if m.stage == "imitation":
+        return m.note.split(" (")[0] if m.note else "gold paths"
+    played = f"{m.train_episodes} games, {m.train_success:.0%} won"
+    return played if m.losses else f"{played}, {m.note or 'no update'}"
+
+
 def epoch_table(history: Sequence[EpochMetrics], title: str = "training") -> Table:
-    table = Table("epoch", "agent", "eval success", "eval reward", "train reward", "losses", "policy", title=title)
+    """One row per epoch, numbered as in metrics.jsonl, TensorBoard and the curves (the rewards and every loss
+    term are there and in report.json)."""
+    caption = "epoch 0 = the start, before any training" if history and history[0].stage == "start" else None
+    table = Table("epoch", "stage", "trained on", "held-out by", "held-out success", "loss", "policy", title=title,
+                  caption=caption)
     for m in history:
-        policy = m.policy_version or (f"- ({m.note})" if m.note else "-")
-        table.add_row(str(m.epoch + 1), m.agent, f"{m.eval_success:.0%}" if m.eval_episodes else "-",
-                      f"{m.eval_mean_reward:.3f}" if m.eval_episodes else "-",
-                      f"{m.train_mean_reward:.3f} ({m.train_success:.0%} won)", _losses(m.losses), policy)
+        table.add_row(str(m.epoch), m.stage, _trained_on(m), m.eval_agent or m.agent or "-",
+                      f"{m.eval_success:.0%} of {m.eval_episodes}" if m.eval_episodes else "-",
+                      f"{m.losses['loss']:.3g}" if "loss" in m.losses else "-", m.policy_version or "-")
     return table
+
+
+def success_line(history: Sequence[EpochMetrics]) -> str:
+    """The learning curve in one line: held-out success epoch by epoch."""
+    return "held-out success: " + " → ".join(f"{m.eval_success:.0%} ({m.epoch} {m.stage}, {m.eval_agent or m.agent})"
+                                              for m in history if m.eval_episodes)
 
 
 def progress_table(p: TrainingProgress) -> Table:
     if p.phase == "done":
-        state, shown = ("stopped on request" if p.stopping else "done"), p.epoch
+        state, shown = ("stopped on request" if p.stopping else "done"), f"{p.epochs} epochs"
     else:
-        state, shown = ("paused" if p.paused else "stopping after this epoch" if p.stopping else p.phase), p.epoch + 1
+        state = "paused" if p.paused else "stopping after this epoch" if p.stopping else p.phase
+        shown = f"{p.epoch} ({p.stage}) of 0–{p.epochs - 1}"
     table = Table("epoch", "state", "episodes", "mean reward", "losses", "policy")
-    table.add_row(f"{shown}/{p.epochs}", state,
+    table.add_row(shown, state,
                   f"{p.epoch_episodes_done}/{p.epoch_episodes_total}, {p.in_flight} playing, "
                   f"{p.episodes_played} in all",
                   "-" if p.mean_reward is None else f"{p.mean_reward:.3f}", _losses(p.losses, 1),

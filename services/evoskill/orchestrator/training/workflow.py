@@ -1,9 +1,13 @@
 """TrainingWorkflow: the outer loop (seed 000 §2.3) as a durable Temporal workflow.
 
-Each epoch: sample train-fold tasks (deterministic from the seed and the epoch) -> play them as activities,
-a few at a time, each with a fixed episode id -> train θ through the learner on exactly those episodes ->
-evaluate the new policy on the held-out fold -> record the epoch. With `tune="es"` each epoch is also a
-generation of an evolution strategy over the search hyper-parameters (seed 000 §2.3 d).
+The run's epochs, in one numbering (`logic.stages`): optionally epoch 0 evaluates the starting agent on the
+held-out fold before any training ("start"); then, with `demos`, an imitation epoch: the environment's gold
+paths go into the learner's offline library and θ is cloned on them (seed 004 §3.1); then the search epochs.
+Each search epoch: sample train-fold tasks (deterministic from the seed and the epoch) -> play them as
+activities, a few at a time, each with a fixed episode id -> train θ through the learner on exactly those
+episodes (mixed with the offline library at `online_fraction`) -> evaluate the new policy on the held-out
+fold -> record the epoch. With `tune="es"` each search epoch is also a generation of an evolution strategy
+over the search hyper-parameters (seed 000 §2.3 d).
 
 Exactly once: an episode counts when its activity completes, and completions are recorded in history, so a
 replay after a worker restart counts nothing twice; an activity interrupted mid-episode is retried with the
@@ -28,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
         EpisodeResult,
         EpisodeTask,
         EpochMetrics,
+        LibraryResult,
+        LibraryTask,
         Task,
         TrainingInput,
         TrainingProgress,
@@ -42,8 +48,10 @@ with workflow.unsafe.imports_passed_through():
         es_encode,
         es_perturbations,
         es_update,
+        eval_agent_for,
         eval_tasks,
         sample_tasks,
+        stages,
         summarise,
         validate,
     )
@@ -65,6 +73,7 @@ class TrainingWorkflow:
         self.epoch_results: list[EpisodeResult] = []
         self.epoch_total = 0
         self.counted = set(self.state.episode_ids)
+        self.stages = stages(self.params)
 
     # -- signals and query ------------------------------------------------------------------------------
     @workflow.signal
@@ -86,12 +95,13 @@ class TrainingWorkflow:
         results = self.epoch_results
         last = self.state.history[-1] if self.state.history else None
         return TrainingProgress(
-            workflow_id=workflow.info().workflow_id, epoch=self.state.epoch, epochs=self.params.epochs,
+            workflow_id=workflow.info().workflow_id, epoch=self.state.epoch, epochs=len(self.stages),
             phase=self.phase, episodes_played=len(self.state.episode_ids), epoch_episodes_done=len(results),
             epoch_episodes_total=self.epoch_total, in_flight=self.in_flight,
             mean_reward=summarise(results).mean_reward if results else (last.train_mean_reward if last else None),
             losses=last.losses if last else {}, policy_version=self.state.policy_version,
-            paused=self.state.paused, stopping=self.state.stopping, history=self.state.history)
+            paused=self.state.paused, stopping=self.state.stopping, history=self.state.history,
+            stage=self.stages[self.state.epoch] if self.state.epoch < len(self.stages) else "")
 
     # -- the loop ---------------------------------------------------------------------------------------
     @workflow.run
@@ -102,10 +112,11 @@ class TrainingWorkflow:
         if self.params.tune == "es" and not self.state.es_mean:
             self.state.es_mean = es_encode(ES_START)
         first_epoch = self.state.epoch
-        while self.state.epoch < self.params.epochs and not self.state.stopping:
-            await self._epoch(self.state.epoch)
+        run_stage = {"start": self._start, "imitation": self._imitation, "search": self._search}
+        while self.state.epoch < len(self.stages) and not self.state.stopping:
+            await run_stage[self.stages[self.state.epoch]](self.state.epoch)
             self.state.epoch += 1
-            done = self.state.stopping or self.state.epoch >= self.params.epochs
+            done = self.state.stopping or self.state.epoch >= len(self.stages)
             if not done and (self.state.epoch - first_epoch >= self.params.continue_as_new_every
                              or workflow.info().is_continue_as_new_suggested()):
                 self.phase = "continuing as new"
@@ -117,22 +128,35 @@ class TrainingWorkflow:
                               s.eval_episodes, s.policy_version, s.stopping, s.history, s.es_best,
                               s.es_best_fitness)
 
-    async def _epoch(self, epoch: int) -> None:
+    async def _start(self, epoch: int) -> None:
+        """Epoch 0: where the agent starts — the held-out games before any training."""
+        search = es_decode(self.state.es_mean) if self.params.tune == "es" else {}
+        await self._evaluate_and_record(epoch, "start", "", [], search=search,
+                                        train=TrainResult(self.state.policy_version, {}, 0, note="before training"))
+
+    async def _imitation(self, epoch: int) -> None:
+        """The environment's gold paths into the learner's offline library, then behaviour cloning on the
+        library alone (online_fraction 0: a one-hot target on each demonstrated action)."""
+        p = self.params
+        self.phase, self.epoch_results, self.epoch_total = f"building the offline library ({p.demos} gold paths)", [], 0
+        library: LibraryResult = await workflow.execute_activity_method(
+            TrainingActivities.build_library,
+            LibraryTask(demo_tasks(p.envs, p.seed, p.demos, p.fold_size), p.train_fold, p.parallelism),
+            start_to_close_timeout=timedelta(seconds=p.episode_timeout_s), retry_policy=EPISODE_RETRY,
+            heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
+        train = await self._train(epoch, p.imitation_steps or p.train_steps, [], online_fraction=0.0)
+        train.note = (f"cloned on {library.episodes} gold paths ({library.won} won, {library.steps} steps); "
+                      f"library {library.library_episodes} episodes")
+        await self._evaluate_and_record(epoch, "imitation", "demo", [], train=train,
+                                        library_episodes=library.library_episodes)
+
+    async def _search(self, epoch: int) -> None:
         p = self.params
         tasks = sample_tasks(p.envs, p.seed, epoch, p.episodes_per_epoch, p.fold_size)
         agent = agent_for(self.state.policy_version)
         self.epoch_results = []
         fitness: list[float] = []
         search: dict[str, float] = {}
-        demos: list[EpisodeResult] = []
-        if epoch == 0 and p.demos and p.train:
-            # Offline experience (seed 004 §3): the environment's gold paths, trained on with the first
-            # epoch's episodes and kept in the learner's offline library from then on.
-            self.epoch_total = p.demos
-            # max_steps 0: the planner's limit, so a demonstration runs to the end of its gold path.
-            demos = await self._play_all([self._task(epoch, "d", i, t, p.train_fold, "demo", max_steps=0) for i, t
-                                          in enumerate(demo_tasks(p.envs, p.seed, p.demos, p.fold_size))], count=True)
-            self.epoch_results = []
         if p.tune == "es":
             played, fitness = await self._es_generation(epoch, tasks, agent)
             search = es_decode(self.state.es_mean)
@@ -142,18 +166,32 @@ class TrainingWorkflow:
                                            enumerate(tasks)], count=True)
         train = TrainResult(self.state.policy_version, {}, 0, note="training off")
         if p.train:
-            self.phase = "training"
-            train = await workflow.execute_activity_method(
-                TrainingActivities.train_policy,
-                TrainTask(p.train_steps, p.batch_size, p.seed * 1000 + epoch + 1,
-                          [r.episode_id for r in [*demos, *played]],
-                          p.train_wait_s, f"{workflow.info().workflow_id}-e{epoch}-train"),
-                start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY,
-                heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
-            if train.policy_version:
-                self.state.policy_version = train.policy_version
+            train = await self._train(epoch, p.train_steps, [r.episode_id for r in played], p.online_fraction)
+        await self._evaluate_and_record(epoch, "search", agent, played, train, search, fitness)
+
+    async def _train(self, epoch: int, steps: int, episode_ids: list[str],
+                     online_fraction: float | None) -> TrainResult:
+        """One Train through the learner (waiting for `episode_ids` to reach replay); θ's new version is used
+        from here on."""
+        p = self.params
+        self.phase = "training"
+        train: TrainResult = await workflow.execute_activity_method(
+            TrainingActivities.train_policy,
+            TrainTask(steps, p.batch_size, p.seed * 1000 + epoch + 1, episode_ids, p.train_wait_s,
+                      f"{workflow.info().workflow_id}-e{epoch}-train", online_fraction),
+            start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY,
+            heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
+        if train.policy_version:
+            self.state.policy_version = train.policy_version
+        return train
+
+    async def _evaluate_and_record(self, epoch: int, stage: str, agent: str, played: list[EpisodeResult],
+                                   train: TrainResult, search: dict[str, float] | None = None,
+                                   fitness: list[float] | None = None, library_episodes: int = 0) -> None:
+        """The held-out games with the policy as it now is, then the epoch's record (JSONL, TensorBoard)."""
+        p = self.params
         self.phase = "evaluating"
-        eval_agent = agent_for(self.state.policy_version)
+        eval_agent = eval_agent_for(p.eval_agent, self.state.policy_version)
         evaluated = await self._play_all([self._task(epoch, "v", i, t, p.eval_fold, eval_agent, search)
                                           for i, t in enumerate(eval_tasks(p.envs, p.eval_episodes))])
         self.state.eval_episodes += len(evaluated)
@@ -163,7 +201,8 @@ class TrainingWorkflow:
             train_success=trained.success, train_mean_score=trained.mean_score, eval_episodes=held_out.episodes,
             eval_success=held_out.success, eval_mean_reward=held_out.mean_reward, eval_mean_score=held_out.mean_score,
             policy_version=self.state.policy_version, losses=train.losses, samples=train.samples, note=train.note,
-            search=search, es_fitness=fitness)
+            search=search or {}, es_fitness=fitness or [], stage=stage, eval_agent=eval_agent,
+            library_episodes=library_episodes)
         self.phase = "recording"
         await workflow.execute_activity_method(
             TrainingActivities.record_epoch, args=[workflow.info().workflow_id, p.metrics_dir, metrics],
@@ -188,11 +227,11 @@ class TrainingWorkflow:
         return played, fitness
 
     def _task(self, epoch: int, kind: str, index: int, task: Task, fold: str, agent: str,
-              search: dict[str, float] | None = None, max_steps: int | None = None) -> EpisodeTask:
+              search: dict[str, float] | None = None) -> EpisodeTask:
         p = self.params
         return EpisodeTask(episode_id(workflow.info().workflow_id, epoch, kind, index), task.env, task.seed, fold,
-                           agent, p.simulations, p.max_steps if max_steps is None else max_steps,
-                           self.state.policy_version, search or {})
+                           agent, p.simulations, p.max_steps, self.state.policy_version, search or {},
+                           p.search_algorithm)
 
     async def _play_all(self, tasks: list[EpisodeTask], count: bool = False) -> list[EpisodeResult]:
         """Play tasks `parallelism` at a time, in order of the list; none starts while paused."""
