@@ -6,8 +6,9 @@ import asyncio
 import uuid
 
 import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
 
-from evoskill.core.errors import InvalidInput
+from evoskill.core.errors import InvalidInput, ResourceExhausted
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
@@ -200,3 +201,97 @@ async def test_a_message_over_max_payload_travels_through_the_object_store(setti
     finally:
         await bus.stop()
         await watcher.stop()
+
+
+async def test_an_object_over_the_message_limit_is_dead_lettered_unfetched(settings: Settings) -> None:
+    settings = isolated(settings)
+    publisher, watcher = Bus(settings, "publisher"), Bus(settings, "watcher")
+    letters: list[events_pb2.DeadLetter] = []
+    received: list[str] = []
+
+    @watcher.consumer(f"{Subjects.DLQ}.{Subjects.POLICY_PUBLISHED}", events_pb2.DeadLetter)
+    async def dead(letter: events_pb2.DeadLetter) -> None:
+        letters.append(letter)
+
+    await publisher.start()
+    max_payload = publisher.broker.config.connection_state.connection.max_payload  # type: ignore[attr-defined]
+    strict = settings.model_copy(update={"nats": settings.nats.model_copy(update={"max_message_bytes": max_payload})})
+    consumer = Bus(strict, "svc")
+
+    @consumer.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def handle(message: events_pb2.PolicyPublished) -> None:
+        received.append(message.version)
+
+    await consumer.start()
+    await watcher.start()
+    try:
+        huge = events_pb2.PolicyPublished(version="v1", metrics={f"m{i}": 1.0 for i in range(2 * max_payload // 12)})
+        await publisher.publish(Subjects.POLICY_PUBLISHED, huge)  # over the consumer's limit, not the publisher's
+        await publisher.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="v2"))
+        await until(lambda: letters and received, "the dead letter and the next message")
+        assert received == ["v2"] and len(letters) == 1
+        assert f"over nats.max_message_bytes ({max_payload})" in letters[0].error
+        with pytest.raises(ResourceExhausted, match=r"over nats\.max_message_bytes"):
+            await consumer.publish(Subjects.POLICY_PUBLISHED, huge)
+    finally:
+        await consumer.stop()
+        await watcher.stop()
+        await publisher.stop()
+
+
+async def test_the_server_bounds_redelivery_too_even_for_a_durable_made_unbounded(settings: Settings) -> None:
+    settings = isolated(settings)  # max_deliver=3
+    older = Bus(settings, "svc")
+    await older.broker.connect()
+    await older._ensure_stream()
+    js = older.broker.config.connection_state.stream  # type: ignore[attr-defined]
+    await js.add_consumer(settings.nats.stream, ConsumerConfig(  # as a release before the bound made it
+        durable_name="svc-policy-published", filter_subject=older.subject(Subjects.POLICY_PUBLISHED),
+        ack_policy=AckPolicy.EXPLICIT, max_deliver=-1))
+    await older.broker.stop()
+    bus = Bus(settings, "svc")
+    handled: list[str] = []
+
+    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def handle(message: events_pb2.PolicyPublished) -> None:
+        handled.append(message.version)
+
+    await bus.start()
+    try:
+        js = bus.broker.config.connection_state.stream  # type: ignore[attr-defined]
+        info = await js.consumer_info(settings.nats.stream, "svc-policy-published")
+        assert info.config.max_deliver == 4  # one past the bus's own bound: the delivery that dead-letters
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="v1"))
+        await until(lambda: handled == ["v1"], "the updated durable to deliver")
+    finally:
+        await bus.stop()
+
+
+class Died(BaseException):
+    """What a handler's process dying mid-message looks like to the bus: no outcome at all, not even an error."""
+
+
+async def test_a_message_whose_every_handling_dies_is_dead_lettered_unhandled(settings: Settings) -> None:
+    settings = isolated(settings)  # max_deliver=3
+    settings = settings.model_copy(update={"nats": settings.nats.model_copy(update={"ack_wait_s": 1.0})})
+    bus = Bus(settings, "svc")
+    attempts: list[int] = []
+    letters: list[events_pb2.DeadLetter] = []
+
+    @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+    async def handle(message: events_pb2.PolicyPublished) -> None:
+        attempts.append(1)
+        raise Died
+
+    @bus.consumer(f"{Subjects.DLQ}.{Subjects.POLICY_PUBLISHED}", events_pb2.DeadLetter)
+    async def dead(letter: events_pb2.DeadLetter) -> None:
+        letters.append(letter)
+
+    await bus.start()
+    try:
+        await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="doomed"))
+        await until(lambda: letters, "the dead letter", 30)
+    finally:
+        await bus.stop()
+    assert len(attempts) == 3 and letters[0].deliveries == 4  # handled thrice; the server's last one letters it
+    assert "delivered 4 times without an outcome" in letters[0].error

@@ -10,6 +10,7 @@ import pytest
 
 from evoskill.core.errors import InvalidInput
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search, warm_up
+from evoskill.core.search.mcts import SearchCancelled
 
 QUIET = {"dirichlet_weight": 0.0, "early_stop_fraction": None}
 
@@ -167,3 +168,15 @@ def test_terminal_root_and_validation() -> None:
 
 def test_warm_up_runs_every_kernel() -> None:
     assert warm_up() >= 0.0
+
+
+def test_a_cancelled_search_ends_before_its_next_round() -> None:
+    chain, rounds = Chain(), []
+
+    def cancelled() -> bool:
+        rounds.append(1)
+        return len(rounds) > 1  # the caller goes away after the first round
+
+    with pytest.raises(SearchCancelled, match="after 1 of 50 simulations"):
+        search(Root(0, 1, key=0), chain.step, SearchConfig(num_simulations=50, batch_size=1, **QUIET),  # type: ignore[arg-type]
+               chain.evaluate, cancelled=cancelled)

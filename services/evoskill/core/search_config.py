@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evoskill.core import limits
 from evoskill.core.errors import InvalidInput
 from evoskill.planner.v1 import planner_pb2
 
@@ -43,8 +44,8 @@ class InvalidSearchConfig(ValidationError, InvalidInput):
     that inside `Settings` the message names the setting and its variable."""
 
     def __str__(self) -> str:
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'search config'}: {e['msg']} (got {e.get('input')!r})"
-                         for e in self.errors())
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'search config'}: {e['msg']} "
+                         f"(got {limits.shown(e.get('input'))})" for e in self.errors())
 
 
 class SearchConfig(BaseModel):
@@ -63,13 +64,14 @@ class SearchConfig(BaseModel):
             details: list[Any] = error.errors()  # ErrorDetails carry every key InitErrorDetails needs
             raise InvalidSearchConfig.from_exception_data(error.title, details) from None
 
-    num_simulations: int = Field(64, ge=1, description="Simulations per real step (seed range 50-2000)")
-    c_puct: float = Field(1.414, description="Exploration weight of PUCT (1.0-2.5)")
-    dirichlet_alpha: float = Field(0.3, description="Dirichlet noise concentration at the root")
+    num_simulations: int = Field(64, ge=1, le=100_000, description="Simulations per real step (seed range 50-2000)")
+    c_puct: float = Field(1.414, ge=0.0, description="Exploration weight of PUCT (1.0-2.5)")
+    dirichlet_alpha: float = Field(0.3, ge=0.0, description="Dirichlet noise concentration at the root")
     dirichlet_weight: float = Field(
         0.25, ge=0.0, le=1.0, description="Share of the root prior replaced by noise (0 = no noise)"
     )
-    rollout_depth: int = Field(10, ge=0, description="Steps of a rollout from a leaf (5-20; 0 = no rollouts)")
+    rollout_depth: int = Field(10, ge=0, le=limits.MAX_ROLLOUT,
+                               description="Steps of a rollout from a leaf (5-20; 0 = no rollouts)")
     gamma: float = Field(0.97, ge=0.0, le=1.0, description="Discount factor (0.95-0.99)")
     value_mix: float = Field(
         1.0, ge=0.0, le=1.0,
@@ -89,14 +91,15 @@ class SearchConfig(BaseModel):
     widening_alpha: float = Field(0.5, description="Progressive widening exponent")
     hierarchical: bool = Field(False, description="Template-first expansion: pick a skill, then its arguments")
     transpositions: bool = Field(True, description="Share nodes reached by different paths to the same state")
-    batch_size: int = Field(8, ge=1, description="Leaves evaluated together under virtual loss")
+    batch_size: int = Field(8, ge=1, le=4096, description="Leaves evaluated together under virtual loss")
     virtual_loss: float = Field(1.0, description="Each in-flight visit counts as returning -virtual_loss (Q units)")
     unvisited_q: Literal["parent"] | float = Field(
         "parent", description="Q of unvisited children: 'parent' (the parent's value) or a constant"
     )
     normalize_q: bool = Field(True, description="Min-max normalise Q over the search (MuZero's MinMaxStats)")
-    max_depth: int = Field(64, ge=1, description="Selection stops at this depth (guards cycles through transpositions)")
-    seed: int = Field(0, description="Noise and rollout seed (episodes derive one per real step)")
+    max_depth: int = Field(64, ge=1, le=limits.MAX_PATH,
+                           description="Selection stops at this depth (guards cycles through transpositions)")
+    seed: int = Field(0, ge=0, description="Noise and rollout seed (episodes derive one per real step)")
     prefetch_children: int = Field(
         32, ge=0,
         description="Step all children of a new node in one sandbox call when it has at most this many actions; "
@@ -114,18 +117,21 @@ class SearchConfig(BaseModel):
     memory_weight: float = Field(
         0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"
     )
-    memory_limit: int = Field(8, ge=0, description="Experiences retrieved per real step when memory_weight > 0")
+    memory_limit: int = Field(8, ge=0, le=limits.MAX_RETRIEVE,
+                              description="Experiences retrieved per real step when memory_weight > 0")
     memory_profile: str = Field(
         "", description="Retrieval profile of those experiences (memory.profiles: stable, exploratory); "
         "empty = memory.profile"
     )
-    max_episode_steps: int = Field(50, ge=1, description="Real steps before an episode is cut off")
+    max_episode_steps: int = Field(50, ge=1, le=limits.MAX_EPISODE_STEPS,
+                                   description="Real steps before an episode is cut off")
     algorithm: Literal["puct", "gumbel"] = Field(
         "puct", description="puct, or gumbel: Gumbel MuZero (core/search/gumbel.py), whose improved policy, not "
         "its visit counts, is θ's target; the PUCT knobs (c_puct, noise, early stop, widening, template-first, "
         "batch_size: a halving level is one batch) do not apply to it",
     )
-    gumbel_max_actions: int = Field(16, ge=1, description="Gumbel: root actions sampled for sequential halving")
+    gumbel_max_actions: int = Field(16, ge=1, le=limits.MAX_ITEMS,
+                                    description="Gumbel: root actions sampled for sequential halving")
     gumbel_c_visit: float = Field(
         50.0, ge=0.0, description="Gumbel: sigma(q) = (c_visit + max N) * c_scale * q, q min-max normalised"
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import math
 from collections.abc import AsyncIterator
 
 import grpc
@@ -29,19 +28,6 @@ from evoskill.platform.rpc import rpc_method
 
 SERVICE_NAME = "evoskill.learner.v1.LearnerService"
 IMPORT_BATCH = 256  # imported episodes stored per sqlite transaction (and exported per read)
-
-
-def check_train(request: learner_pb2.TrainRequest) -> None:
-    if request.steps < 1:
-        raise InvalidInput(f"steps must be >= 1, got {request.steps}")
-    if request.batch_size < 0:
-        raise InvalidInput(f"batch_size must be >= 0 (0 = the learner's setting), got {request.batch_size}")
-    if request.HasField("online_fraction") and not 0.0 <= request.online_fraction <= 1.0:
-        raise InvalidInput(f"online_fraction must be in [0, 1], got {request.online_fraction}")
-    if not math.isfinite(request.wait_seconds) or request.wait_seconds < 0:
-        raise InvalidInput(f"wait_seconds must be a finite number >= 0, got {request.wait_seconds}")
-    if any(not eid for eid in request.episode_ids):
-        raise InvalidInput("episode_ids holds an empty id")
 
 
 def train_reply(result: TrainResult) -> learner_pb2.TrainReply:
@@ -92,7 +78,6 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     @rpc_method
     async def Train(self, request: learner_pb2.TrainRequest,
                     context: grpc.aio.ServicerContext) -> learner_pb2.TrainReply:
-        check_train(request)
         done = await asyncio.to_thread(self.trainer.made_by, request.request_id)
         if done is not None:  # answered before: its episodes may have left replay since, so no waiting
             return train_reply(done)

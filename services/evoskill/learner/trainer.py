@@ -14,19 +14,21 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.learn import Learner, MixedReplay, TextEncoder, TokenFeaturizer, TrainConfig, featurizer_from_spec
+from evoskill.core.learn.export import OnnxPolicy, unfit
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir
 from evoskill.platform.config import Settings
 
 Ingested = Literal["stored", "duplicate", "other_fold"]
 # Registry metrics that are not losses: the rest of a version's metrics are its TrainReply.losses.
-BOOKKEEPING = ("steps", "samples", "replay_size", "replay_episodes", "total_steps")
+BOOKKEEPING = ("steps", "samples", "replay_size", "replay_episodes", "total_steps", "skipped_steps")
 SKIPPED_REMEMBERED = 10_000  # ids of skipped episodes kept to explain a Train naming one
 
 
@@ -135,7 +137,11 @@ class PolicyTrainer:
     def train(self, steps: int, batch_size: int = 0, online_fraction: float | None = None,
               seed: int = 0, request_id: str = "") -> TrainResult:
         """`steps` updates from replay, then export, checkpoint and publish the next version (recording
-        `request_id` with it in the same index write, so a retry finds it however late it comes)."""
+        `request_id` with it in the same index write, so a retry finds it however late it comes).
+
+        θ is never poisoned: updates whose loss or gradient is not finite are refused one by one, and a θ that
+        is not fit to serve afterwards (`export.unfit`) is never published: the last good θ is put back and
+        FailedPrecondition says why."""
         if len(self.replay) == 0:
             raise FailedPrecondition("replay is empty: no episode (evoskill.episode.completed) has been "
                                      "ingested yet, nothing to train on")
@@ -145,13 +151,18 @@ class PolicyTrainer:
             self.replay.rng = np.random.default_rng(seed)
         self.learner.settings = base.model_copy(update={"batch_size": batch_size or base.batch_size})
         self.replay.online_fraction = base_fraction if online_fraction is None else online_fraction
+        good = self.learner.snapshot()
         try:
             metrics = self.learner.train(steps)
             used_batch = self.learner.settings.batch_size
         finally:
             self.learner.settings, self.replay.online_fraction = base, base_fraction
         done = int(metrics.pop("steps", 0))
-        path = self.learner.export(self.registry.directory)
+        if not done:
+            self.learner.restore(good)
+            raise FailedPrecondition(f"every one of {steps} updates had a non-finite loss or gradient: nothing "
+                                     f"published, θ stays as it was (version {self.learner.version})")
+        path = self._export_fit(good)
         self.learner.save(self.checkpoint)  # before the index: a restart must not reuse the version
         size, episodes = len(self.replay), self.replay_episodes
         entry = self.registry.add(self.learner.version, path, {
@@ -160,7 +171,25 @@ class PolicyTrainer:
         }, request_id)
         if self.max_policy_age > 0:
             self.replay.evict_stale(self.learner.version, self.max_policy_age)
-        return TrainResult(entry, metrics, done, done * used_batch, size, episodes)
+        losses = {k: v for k, v in metrics.items() if k not in BOOKKEEPING}
+        return TrainResult(entry, losses, done, done * used_batch, size, episodes)
+
+    def _export_fit(self, good: dict[str, Any]) -> Path:
+        """Export the next version if θ is fit to serve; else put `good` back and refuse."""
+        bad = self.learner.nonfinite()
+        problem = f"parameters {', '.join(bad[:3])} are not finite" if bad else None
+        if problem is None:
+            latest = self.registry.latest()  # a version number is never handed out twice, whoever wrote the index
+            self.learner.version = max(self.learner.version, latest.number if latest else 0)
+            path = self.learner.export(self.registry.directory)
+            problem = unfit(OnnxPolicy(path, self.learner.featurizer))
+            if problem is None:
+                return path
+            path.unlink(missing_ok=True)
+            self.learner.version -= 1  # nothing was published under it
+        self.learner.restore(good)
+        raise FailedPrecondition(f"the update left θ unfit to publish ({problem}): nothing published, the last "
+                                 f"good θ is kept (version {self.learner.version})")
 
     def close(self) -> None:
         self.replay.close()

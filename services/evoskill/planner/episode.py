@@ -3,7 +3,8 @@
 Runs in a worker thread with blocking stubs, yielding one `EpisodeUpdate` per real step; the last
 update carries `finished`. The returned `EpisodeCompleted` holds the whole trajectory, each step once
 (core/episode_record.py), with the search targets of every step (visit distribution, Q values, priors,
-root value) for the learner.
+root value) for the learner. A call that is cancelled or runs past its deadline sets `stop`: the work
+behind it ends before the next round of search (`SearchCancelled`) or real step, and its session is closed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
+import threading
 import time
 import uuid
 from collections import Counter, deque
@@ -67,12 +69,14 @@ def search_policy(request: planner_pb2.SearchConfig, policy: PolicyFn | None) ->
 
 
 def search_env(sandbox: Any, session_id: str, config: SearchConfig, score: Scorer, policy: PolicyFn | None,
-               visited: frozenset[str] = frozenset(), notes: str = "") -> SearchModel:
+               visited: frozenset[str] = frozenset(), notes: str = "", stop: threading.Event | None = None,
+               ) -> SearchModel:
     """The sandbox session as the search's environment model, θ advising where given.
     `visited`: state keys the episode has already been in (search charges `revisit_penalty` there);
-    `notes`: what the episode has read so far (θ reads it with each state)."""
+    `notes`: what the episode has read so far (θ reads it with each state); `stop`: set once nobody waits for
+    the search (it ends before its next round)."""
     return SearchModel(sandbox_simulate(sandbox, session_id), score, config, visited, notes,
-                       [theta(policy)] if policy is not None else [])
+                       [theta(policy)] if policy is not None else [], cancelled=stop.is_set if stop else None)
 
 
 def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
@@ -82,7 +86,9 @@ def step_seed(request: planner_pb2.PlayEpisodeRequest, index: int) -> int:
     return base * 1000 + index
 
 
-def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
+def validate(request: planner_pb2.PlayEpisodeRequest, defaults: SearchConfig) -> None:
+    """Refuse a request that cannot be played, whichever agent plays it (the config is read even by the agents
+    that do not search: a bad value is bad input however it is used)."""
     if not request.env_spec:
         raise InvalidInput("env_spec is empty; e.g. 'twx:coin'")
     agent = request.config.agent or "mcts"
@@ -92,6 +98,7 @@ def validate(request: planner_pb2.PlayEpisodeRequest) -> None:
         raise InvalidInput("config.num_simulations must be >= 1")
     if request.max_steps < 0:
         raise InvalidInput("max_steps must be >= 0")
+    resolve_config(request.config, defaults, 0)
 
 
 def q_values(result: SearchResult) -> np.ndarray:
@@ -148,9 +155,10 @@ class EpisodePlayer:
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
     visited: Counter[str] = field(default_factory=Counter)  # state keys of the real states so far: times there
     notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
+    stop: threading.Event = field(default_factory=threading.Event)  # set when the call playing it has ended
 
     def play(self, request: planner_pb2.PlayEpisodeRequest) -> Iterator[planner_pb2.EpisodeUpdate]:
-        validate(request)
+        validate(request, self.settings)
         agent = request.config.agent or "mcts"
         if agent.startswith("policy") and self.policy is None:
             raise FailedPrecondition(f"agent {agent!r} needs a published policy, and none is loaded")
@@ -248,7 +256,7 @@ class EpisodePlayer:
         every_child = self.settings.model_copy(
             update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0})
         env = search_env(self.sandbox, session_id, every_child, self.score, None, frozenset(self.visited),
-                         self.notes)
+                         self.notes, self.stop)
         env.root()
         root = env.nodes[()]
         target.templates.extend(root.templates)
@@ -304,7 +312,7 @@ class EpisodePlayer:
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
         config = resolve_config(request.config, self.settings, step_seed(request, index))
         env = search_env(self.sandbox, session_id, config, self.score, search_policy(request.config, self.policy),
-                         frozenset(self.visited), self.notes)
+                         frozenset(self.visited), self.notes, self.stop)
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             env.root()

@@ -14,6 +14,9 @@
   `serving_changed()` re-reads the serving pointer on `policy.serving`, both without a restart; episodes
   already running keep the version they started with. While the learner is unreachable, what is loaded
   or kept keeps serving and anything else fails with the learner's UNAVAILABLE.
+- A version that is not fit to serve (`core.learn.export.unfit`: a weight or an output that is not finite)
+  is refused (`PolicyRefused`, FAILED_PRECONDITION naming why) and remembered: "latest" and the serving
+  pointer never move to it, so what served before keeps serving.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
 
-from evoskill.core.errors import NotFound
+from evoskill.core.errors import FailedPrecondition, NotFound
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import feature_cache_dir, parse_version, version_name
@@ -43,6 +46,10 @@ if TYPE_CHECKING:
     from evoskill.core.learn.export import OnnxPolicy
 
 log = logging.getLogger(__name__)
+
+
+class PolicyRefused(FailedPrecondition):
+    """A published version that must not serve (its weights or outputs are not finite)."""
 
 
 class OnnxPolicyFn:
@@ -83,6 +90,7 @@ class PolicyStore:
         self._loaded: dict[int, OnnxPolicyFn] = {}
         self._latest = 0  # the newest version number known to be published
         self._serving: int | None = None  # the promoted version number; 0 = none promoted; None = not asked yet
+        self._refused: dict[int, str] = {}  # version number -> why it may not serve
         self._lock = threading.Lock()  # loads happen in episode threads and in the bus consumer
 
     @property
@@ -122,10 +130,16 @@ class PolicyStore:
         return path
 
     def _load(self, version: str) -> OnnxPolicyFn:
-        from evoskill.core.learn.export import OnnxPolicy  # torch and onnx load only once θ is used
+        from evoskill.core.learn.export import OnnxPolicy, unfit  # torch and onnx load only once θ is used
 
         policy = OnnxPolicy(self._fetch(version), cache_dir=feature_cache_dir(self.settings.state_dir))
-        fn = OnnxPolicyFn(policy, version_name(policy.version))
+        name = version_name(policy.version)
+        problem = self._refused.get(policy.version) or unfit(policy)
+        if problem is not None:
+            self._refused[policy.version] = problem
+            still = f"{self.serving or self.latest} still serves" if self._latest else "no policy serves yet"
+            raise PolicyRefused(f"policy {name} is not fit to serve and is refused: {problem}; {still}")
+        fn = OnnxPolicyFn(policy, name)
         with self._lock:
             self._loaded[policy.version] = fn
             self._latest = max(self._latest, policy.version)
@@ -143,9 +157,9 @@ class PolicyStore:
         old announcement replayed from the stream's history changes nothing) and load what now serves.
         True if the serving version moved."""
         number = self._read_serving()
+        if number and _unless_refused(lambda: self.get(version_name(number))) is None:  # loaded now, not later
+            return False  # what served before goes on serving
         before, self._serving = self._serving, number
-        if number:
-            self.get(version_name(number))  # loaded now rather than by the next episode
         return number != (before or 0)
 
     def follow_serving(self, bus: Bus, durable: str) -> None:
@@ -175,6 +189,17 @@ class PolicyStore:
             return False  # known already, or an old announcement (a new consumer reading the stream's history)
         before = self._latest
         # Ask for the newest rather than this one: catching up on a backlog then loads one policy, not each.
-        if self._load("").version != version_name(number) and self._latest < number:
-            self._load(version_name(number))
+        newest = _unless_refused(lambda: self._load(""))
+        if (newest is None or newest.version != version_name(number)) and self._latest < number:
+            _unless_refused(lambda: self._load(version_name(number)))
         return self._latest > before
+
+
+def _unless_refused(load: Callable[[], OnnxPolicyFn]) -> OnnxPolicyFn | None:
+    """The loaded policy, or None (logged) where it is refused: an announcement of an unfit version is handled
+    by not serving it, not retried."""
+    try:
+        return load()
+    except PolicyRefused as exc:
+        log.error("planner: %s", exc)
+        return None

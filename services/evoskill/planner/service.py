@@ -75,7 +75,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         player = self.player(policy)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        stop = threading.Event()
+        stop = player.stop  # set when the call ends, however: the episode stops before its next search round
 
         def produce() -> None:
             try:
@@ -110,17 +110,21 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise InvalidInput("session_id is empty")
         config = resolve_config(request.config, self.settings.search, request.config.seed)
         policy = await self.serving_policy(request.config)
+        stop = threading.Event()
 
         def run() -> planner_pb2.SearchReply:
             env = search_env(self.sandbox, request.session_id, config, self.score,
-                             search_policy(request.config, policy))
+                             search_policy(request.config, policy), stop=stop)
             if env.root().num_actions == 0:
                 raise FailedPrecondition(f"session {request.session_id} has no valid action (episode over?)")
             result = env.run()
             actions = list(env.actions(()))
             return search_reply(result, actions, actions[result.action])
 
-        return await asyncio.to_thread(run)
+        try:
+            return await asyncio.to_thread(run)
+        finally:
+            stop.set()  # a cancelled or expired call: its search stops before its next round
 
 
 def policy_consumer(settings: Settings) -> str:

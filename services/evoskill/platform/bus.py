@@ -3,10 +3,16 @@
 One stream (`nats.stream`, default EVOSKILL) holds every subject under `evoskill.`; events are protobuf
 messages from `evoskill.events.v1` (one schema source). Consumers are durable pull consumers with
 explicit acks, so replicas of a service share the work. A failing message is redelivered with backoff
-up to `nats.max_deliver` times, then dead-lettered; a message that cannot be decoded, or that the handler
-rejects as bad input (`evoskill.core.errors.InvalidInput`), goes straight to the dead-letter subject
-`evoskill.dlq.<subject>` carrying the original payload, headers and the error, and the consumer keeps going.
+up to `nats.max_deliver` times, then dead-lettered; a message that cannot be decoded, that breaks the schema
+of limits (`evoskill.core.limits`, checked before the handler runs), that is over `nats.max_message_bytes`,
+or that the handler rejects as bad input (`evoskill.core.errors.InvalidInput`), goes straight to the
+dead-letter subject `evoskill.dlq.<subject>` carrying the original payload, headers and the error, and the
+consumer keeps going. A dead letter is always published inline: a payload too large to travel with it is
+cut to a prefix with its size and sha256 (`DeadLetter.payload_truncated`), so no message is ever left
+unresolved. The server stops redelivering one delivery after `nats.max_deliver` (a consumer that died
+on every try, or never answered, gets that last one dead-lettered unhandled), so nothing loops forever.
 Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
+Every publish is refused over `nats.max_message_bytes` (ResourceExhausted).
 Trace context rides in the NATS headers (FastStream's NatsTelemetryMiddleware), so a consumer's span
 continues the publisher's trace. A message over the server's max_payload travels through the object store
 (`evoskill.platform.payloads`).
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -28,18 +35,21 @@ from faststream import AckPolicy
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, NatsMessage, PullSub, StreamConfig
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from google.protobuf.message import DecodeError, Message
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import trace
 
-from evoskill.core.errors import DomainError, InvalidInput
+from evoskill.core.errors import DomainError, InvalidInput, ResourceExhausted
+from evoskill.core.limits import MESSAGE_CHARS, bounded, check_message
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import Settings
-from evoskill.platform.payloads import PayloadMissingError, Payloads
+from evoskill.platform.payloads import PayloadMissingError, Payloads, PayloadTooLargeError
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
+HEADER_CHARS = 512  # of each header name and value a dead letter keeps
+HEADERS_KEPT = 64  # headers a dead letter keeps
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,8 @@ class Bus:
         self.stream_config = StreamConfig(
             name=settings.nats.stream, subjects=[f"{self.prefix}.>"], max_age=settings.nats.max_age_s
         )
-        self.payloads = Payloads(self.broker, f"{settings.nats.stream}-payloads", settings.nats.max_age_s)
+        self.payloads = Payloads(self.broker, f"{settings.nats.stream}-payloads", settings.nats.max_age_s,
+                                 settings.nats.max_message_bytes)
 
     def subject(self, name: str) -> str:
         return f"{self.prefix}.{name}"
@@ -84,6 +95,7 @@ class Bus:
     async def start(self) -> None:
         await self.broker.connect()
         await self._ensure_stream()
+        await self._bound_redelivery()  # before the subscriptions pull: an update then would strand their pulls
         await self.broker.start()
         if self._consumers:
             self._lag_watcher = asyncio.create_task(self._watch_lag())
@@ -109,6 +121,24 @@ class Bus:
                 metrics.set_lag(self.stream.name, durable, subject, info.num_pending + info.num_ack_pending)
             await asyncio.sleep(self.lag_interval_s)
 
+    @property
+    def server_max_deliver(self) -> int:
+        """The server's bound on deliveries: one past ours, the delivery that dead-letters a message whose every
+        handling died unfinished."""
+        return self.settings.nats.max_deliver + 1
+
+    async def _bound_redelivery(self) -> None:
+        # A durable made before redelivery was bounded (or with another max_deliver) keeps its config: update it.
+        js = self.broker.config.connection_state.stream
+        for durable, _ in self._consumers:
+            try:
+                info = await js.consumer_info(self.stream.name, durable)
+            except NotFoundError:
+                continue  # new: broker.start() makes it with the bound
+            if info.config.max_deliver != self.server_max_deliver:
+                info.config.max_deliver = self.server_max_deliver
+                await js.add_consumer(self.stream.name, info.config)
+
     async def _ensure_stream(self) -> None:
         # Publishers may start before any consumer declared the stream; adding it is idempotent.
         js = self.broker.config.connection_state.stream
@@ -118,8 +148,16 @@ class Bus:
             await js.update_stream(config=self.stream_config)
 
     async def publish(self, name: str, message: Message, headers: dict[str, str] | None = None) -> None:
-        """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack."""
-        body, headers = await self.payloads.outgoing(self.subject(name), message.SerializeToString(), headers)
+        """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack; ResourceExhausted
+        over `nats.max_message_bytes`."""
+        data = message.SerializeToString()
+        if len(data) > self.settings.nats.max_message_bytes:
+            raise ResourceExhausted(f"a {type(message).__name__} of {len(data)} bytes for {self.subject(name)} is "
+                                    f"over nats.max_message_bytes ({self.settings.nats.max_message_bytes})")
+        body, headers = await self.payloads.outgoing(self.subject(name), data, headers)
+        await self._publish_inline(name, body, headers)
+
+    async def _publish_inline(self, name: str, body: bytes, headers: dict[str, str] | None) -> None:
         await self.broker.publish(
             body,
             self.subject(name),
@@ -137,9 +175,9 @@ class Bus:
         one replica alone (every replica must see every message), which the server deletes after
         `nats.replica_consumer_ttl_s` without a client, so replicas that went away leave nothing behind.
 
-        The handler is called with the decoded message; raising InvalidInput dead-letters the message at
-        once with the reason; any other exception is retried with backoff, then dead-lettered when
-        `nats.max_deliver` deliveries have failed.
+        The handler is called with the decoded message once it passed `core.limits`; raising InvalidInput
+        dead-letters the message at once with the reason; any other exception is retried with backoff, then
+        dead-lettered when `nats.max_deliver` deliveries have failed.
         """
         durable = durable or f"{self.service}-{name.replace('.', '-')}"
         nats = self.settings.nats
@@ -153,8 +191,8 @@ class Bus:
                 durable=durable,
                 pull_sub=PullSub(batch_size=16, timeout=1.0),
                 ack_policy=AckPolicy.MANUAL,
-                # Redelivery is bounded here (dead-letter after max_deliver), not by the server.
-                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=-1,
+                # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
+                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
                                       inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
             )
             async def receive(msg: NatsMessage) -> None:
@@ -164,13 +202,18 @@ class Bus:
 
             async def handle(msg: NatsMessage) -> str:
                 deliveries = int(msg.raw_message.metadata.num_delivered or 1)
+                if deliveries > nats.max_deliver:
+                    reason = f"delivered {deliveries} times without an outcome (its handling died or hung each time)"
+                    await self._dead_letter(msg, name, durable, deliveries, reason)
+                    return metrics.DEAD_LETTERED
                 try:
                     decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
-                except (DecodeError, PayloadMissingError) as exc:
+                except (DecodeError, PayloadMissingError, PayloadTooLargeError) as exc:
                     reason = f"cannot decode {message_type.__name__}: {exc}"
                     await self._dead_letter(msg, name, durable, deliveries, reason)
                     return metrics.DEAD_LETTERED
                 try:
+                    check_message(decoded)
                     await handler(decoded)
                 except InvalidInput as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
@@ -195,15 +238,24 @@ class Bus:
         return register
 
     async def _dead_letter(self, msg: NatsMessage, name: str, consumer: str, deliveries: int, error: str) -> None:
+        error = bounded(error, MESSAGE_CHARS)
         log.error("%s: dead-lettering a message of %s: %s", consumer, name, error)
+        body = bytes(msg.body)
         letter = events_pb2.DeadLetter(
             subject=self.subject(name),
-            payload=msg.body,
-            headers={k: str(v) for k, v in (msg.headers or {}).items()},
+            payload=body,
+            headers={str(k)[:HEADER_CHARS]: str(v)[:HEADER_CHARS]
+                     for k, v in list((msg.headers or {}).items())[:HEADERS_KEPT]},
             error=error,
             consumer=consumer,
             deliveries=deliveries,
+            payload_size=len(body),
+            payload_sha256=hashlib.sha256(body).hexdigest(),
         )
-        await self.publish(f"{Subjects.DLQ}.{name}", letter, headers={"evoskill-error": error[:512]})
+        room = self.payloads.limit - (letter.ByteSize() - len(body))  # what the payload may take of the letter
+        if len(body) > room:
+            letter.payload, letter.payload_truncated = body[:max(0, room - 16)], True
+        await self._publish_inline(f"{Subjects.DLQ}.{name}", letter.SerializeToString(),
+                                   {"evoskill-error": error[:HEADER_CHARS]})
         # Terminate: the server must not redeliver what now lives in the dead-letter subject.
         await msg.reject()

@@ -38,7 +38,12 @@ class NatsSettings(_Group):
     port: int = Field(4222, description="Port of the embedded nats-server")
     stream: str = Field("EVOSKILL", description="JetStream stream holding every evoskill subject")
     subject_prefix: str = Field("evoskill", description="Prefix of every subject")
-    max_deliver: int = Field(5, description="Deliveries before a failing message goes to the dead-letter subject")
+    max_deliver: int = Field(5, ge=1, le=100,
+                             description="Deliveries before a failing message goes to the dead-letter subject")
+    max_message_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Largest event published or consumed, object-store payloads "
+        "included (bytes); a larger one is refused at publish and dead-lettered at consume"
+    )
     backoff_s: list[float] = Field(
         default_factory=lambda: [0.2, 1.0, 5.0], description="Redelivery delays after a failure (seconds)"
     )

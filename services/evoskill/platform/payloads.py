@@ -8,7 +8,8 @@ only a bounded reference: the header `evoskill-payload` = "<bucket>/<object>", a
 consumer gets the original bytes either way, so any subject takes a message of any size and no handler
 knows the difference. Objects are kept as long as stream messages (`nats.max_age_s`), so a consumer
 replaying the stream still finds them; a reference whose object is gone (expired, deleted, corrupt) can
-never be processed and is dead-lettered like an undecodable message.
+never be processed and is dead-lettered like an undecodable message, and so is one whose object is over
+the bus's `nats.max_message_bytes` (its size is read before a byte of it is fetched).
 """
 
 from __future__ import annotations
@@ -31,13 +32,18 @@ class PayloadMissingError(Exception):
     """The object a message refers to is not in the store (any more): the message cannot be processed."""
 
 
+class PayloadTooLargeError(Exception):
+    """The object a message refers to is over the size any event may have: it is never fetched."""
+
+
 class Payloads:
     """Claim checks for one bus connection: `outgoing` before publishing, `incoming` before decoding."""
 
-    def __init__(self, broker: Any, bucket: str, ttl_s: float) -> None:
+    def __init__(self, broker: Any, bucket: str, ttl_s: float, max_bytes: int) -> None:
         self.broker = broker  # a connected FastStream NatsBroker
         self.bucket = bucket
         self.ttl_s = ttl_s
+        self.max_bytes = max_bytes
         self._stores: dict[str, ObjectStore] = {}
 
     @property
@@ -76,7 +82,11 @@ class Payloads:
         bucket, _, name = str(reference).partition("/")
         try:
             store = await self._store(bucket)
+            size = (await store.get_info(name)).size or 0
+            if size > self.max_bytes:
+                raise PayloadTooLargeError(f"the payload object {reference[:256]} has {size} bytes, over "
+                                           f"nats.max_message_bytes ({self.max_bytes})")
             result = await asyncio.wait_for(store.get(name), FETCH_TIMEOUT_S)
         except (NotFoundError, DigestMismatchError) as exc:
-            raise PayloadMissingError(f"the payload object {reference} is gone ({type(exc).__name__})") from exc
+            raise PayloadMissingError(f"the payload object {reference[:256]} is gone ({type(exc).__name__})") from exc
         return bytes(result.data or b"")

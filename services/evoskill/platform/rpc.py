@@ -1,29 +1,35 @@
 """gRPC helpers: an aio server with health, reflection, tracing, metrics and graceful shutdown, and a client
 factory whose every call has a deadline and whose retries cover only calls that are safe to repeat.
 
-Errors: servicer methods wrapped by `@rpc_method` turn the domain errors of `evoskill.core.errors` into their
-status (InvalidInput -> INVALID_ARGUMENT, NotFound -> NOT_FOUND, ...), `TimeoutError` into DEADLINE_EXCEEDED
-and a downstream call's failure into that call's status, each with a message naming the problem. Anything
-else is a bug: INTERNAL, and its stack trace goes to the log, never to the caller.
+Every request is decoded and checked against the schema of limits (`evoskill.core.limits`) before the servicer
+sees it (`RequestLimits`): bytes that are no such request, or a request over a limit, answer INVALID_ARGUMENT
+naming the field. Errors: servicer methods wrapped by `@rpc_method` turn the domain errors of
+`evoskill.core.errors` into their status (InvalidInput -> INVALID_ARGUMENT, NotFound -> NOT_FOUND, ...),
+`TimeoutError` into DEADLINE_EXCEEDED and a downstream call's failure into that call's status, each with a
+message naming the problem. Anything else is a bug: INTERNAL, and its stack trace goes to the log, never to
+the caller. No message is longer than `limits.MESSAGE_CHARS`, whatever it quotes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
 
 from evoskill.core import errors
+from evoskill.core.limits import bounded, check_message
 from evoskill.platform.config import GrpcSettings
 from evoskill.platform.metrics import RpcMetricsInterceptor
 
@@ -64,10 +70,10 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     """The status and message a caller gets for `exc`: a domain error's own, a downstream call's own, else
     INTERNAL (a bug)."""
     if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)):
-        return exc.code(), exc.details() or ""  # type: ignore[attr-defined]
+        return exc.code(), bounded(exc.details() or "")  # type: ignore[attr-defined]
     code = next((c for kind, c in _STATUS_OF if isinstance(exc, kind)), grpc.StatusCode.INTERNAL)
     prefix = "internal error: " if code is grpc.StatusCode.INTERNAL else ""
-    return code, f"{prefix}{type(exc).__name__}: {exc}"
+    return code, bounded(f"{prefix}{type(exc).__name__}: {exc}")
 
 
 async def abort_for(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
@@ -93,6 +99,103 @@ def rpc_method(fn: F) -> F:
             await abort_for(context, exc, fn.__qualname__)
 
     return wrapper  # type: ignore[return-value]
+
+
+class _Undecodable(NamedTuple):
+    """What the server got instead of a request: bytes that do not decode as one."""
+
+    reason: str
+
+
+def _decoder(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def safe(data: bytes) -> Any:
+        try:
+            return decode(data)
+        except Exception as exc:  # corrupt wire format, a string field that is no UTF-8, ...
+            return _Undecodable(f"cannot decode the request: {type(exc).__name__}: {exc}")
+
+    return safe
+
+
+def refusal(request: Any) -> str | None:
+    """Why `request` is refused before any servicer sees it (None: it is not)."""
+    if isinstance(request, _Undecodable):
+        return request.reason
+    if isinstance(request, Message):
+        try:
+            check_message(request)
+        except errors.InvalidInput as exc:
+            return str(exc)
+    return None
+
+
+async def _refuse(context: grpc.aio.ServicerContext, reason: str) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded(reason))
+
+
+def _checked_unary(behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if (reason := refusal(request)) is not None:
+            await _refuse(context, reason)
+        result = behavior(request, context)
+        return await result if inspect.isawaitable(result) else result
+
+    return call
+
+
+def _checked_stream_in(behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async def checked() -> AsyncIterator[Any]:
+            i = 0
+            async for request in requests:
+                if (reason := refusal(request)) is not None:
+                    await _refuse(context, f"message {i} of the stream: {reason}")
+                yield request
+                i += 1
+
+        result = behavior(checked(), context)
+        return await result if inspect.isawaitable(result) else result
+
+    return call
+
+
+def _checked_stream_out(behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        if (reason := refusal(request)) is not None:
+            await _refuse(context, reason)
+        result = behavior(request, context)
+        if hasattr(result, "__aiter__"):
+            async for item in result:
+                yield item
+        elif inspect.isawaitable(result):
+            await result  # writes through context.write
+
+    return call
+
+
+class RequestLimits(grpc.aio.ServerInterceptor):
+    """Decodes every request without ever failing and refuses, with INVALID_ARGUMENT naming the problem, one
+    that does not decode or breaks `evoskill.core.limits` (gRPC itself would answer UNKNOWN or let it in)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        decode, encode = _decoder(handler.request_deserializer), handler.response_serializer
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(_checked_unary(handler.unary_unary),
+                                                       request_deserializer=decode, response_serializer=encode)
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(_checked_stream_in(handler.stream_unary),
+                                                        request_deserializer=decode, response_serializer=encode)
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(_checked_stream_out(handler.unary_stream),
+                                                        request_deserializer=decode, response_serializer=encode)
+        return handler  # no bidirectional streams here
 
 
 @dataclass
@@ -125,7 +228,9 @@ async def start_server(
     if settings.max_connection_age_s > 0:
         # GOAWAY after this age (calls in flight finish): clients reconnect, re-resolve and see new replicas.
         options.append(("grpc.max_connection_age_ms", int(settings.max_connection_age_s * 1000)))
-    server = grpc.aio.server(interceptors=[aio_server_interceptor(), RpcMetricsInterceptor()], options=options)
+    # RequestLimits innermost: the metrics count its refusals as INVALID_ARGUMENT.
+    interceptors = [aio_server_interceptor(), RpcMetricsInterceptor(), RequestLimits()]
+    server = grpc.aio.server(interceptors=interceptors, options=options)
     names: list[str] = []
     for add, servicer, name in registrations:
         add(servicer, server)

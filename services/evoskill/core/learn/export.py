@@ -9,7 +9,8 @@ templates exactly as the learner did.
 states are (goal, observation text) pairs (see `data.state_text`), candidates are (action text,
 template) pairs per state; priors are one softmax per state over its candidates. `OnnxPolicy`
 runs the exported file on onnxruntime; `TorchPolicy` runs the live torch network (same features,
-same answers, used in-process and to check the export).
+same answers, used in-process and to check the export). `unfit` says why a policy must not serve (a
+weight or an output that is not finite): the learner asks it before publishing, the planner before loading.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import onnx
 import torch
+from onnx import numpy_helper
 
 from evoskill.core.learn.data import Inputs, TextEncoder, make_inputs, softmax_rows
 from evoskill.core.learn.features import featurizer_from_spec
@@ -166,6 +168,25 @@ class OnnxPolicy(_Scorer):
     def run(self, inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
         logits, values = self.session.run(list(OUTPUTS), inputs._asdict())  # field names = the graph's inputs
         return logits, values
+
+
+# A state and candidates every policy can read: the sanity check's input.
+_PROBE_STATES = [("Your task is to find the coin.", "You are in the kitchen. To the north you see a door.")]
+_PROBE_CANDIDATES = [[("move north", "move north"), ("look around", "look around"), ("take coin", "take X")]]
+
+
+def unfit(policy: OnnxPolicy) -> str | None:
+    """Why `policy` must not serve: a weight that is not finite, or priors and values that are not finite
+    numbers (priors summing to 1) on a probe state; None when it may."""
+    for weight in onnx.load(str(policy.path)).graph.initializer:
+        values = numpy_helper.to_array(weight)
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            return f"weight {weight.name} holds {int((~np.isfinite(values)).sum())} non-finite values"
+    priors, values = policy.score(_PROBE_STATES, _PROBE_CANDIDATES)
+    if not (np.isfinite(values).all() and all(np.isfinite(p).all() and abs(float(p.sum()) - 1) < 1e-3
+                                             for p in priors)):
+        return f"its outputs on a probe state are not finite priors and values ({priors}, {values})"
+    return None
 
 
 class TorchPolicy(_Scorer):

@@ -16,6 +16,8 @@
   both buffers after a restart. An evicted episode keeps its row without payload, so adding the
   same episode id again (a redelivery) is a no-op forever. Priorities are learning state, not data:
   they are recomputed on load.
+- Only episodes within the schema of limits (`core.limits`: finite rewards and statistics aligned with the
+  actions) are stored, whoever calls; one stored before that check existed is left out on load.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 
 from evoskill.core.errors import InvalidInput
 from evoskill.core.learn.data import Example, TemplateFn, episode_examples
+from evoskill.core.limits import check_message
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
@@ -165,6 +168,15 @@ def policy_version_number(version: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def _within_limits(episode: EpisodeCompleted) -> bool:
+    try:
+        check_message(episode)
+    except InvalidInput as exc:
+        log.warning("replay: episode %s: %s", episode.episode_id[:64], exc)
+        return False
+    return True
+
+
 class MixedReplay:
     """Offline library + online buffer, sampled by `online_fraction`, persisted to `path` (sqlite)."""
 
@@ -241,6 +253,7 @@ class MixedReplay:
         for episode in episodes:
             if not episode.episode_id:
                 raise InvalidInput("an episode needs an episode_id (it is the idempotency key)")
+            check_message(episode)
         buffer = OFFLINE if offline else ONLINE
         versions = [policy_version_number(e.policy_version) if version is None else version for e in episodes]
         with self._lock:
@@ -283,17 +296,21 @@ class MixedReplay:
             rows = self._db.execute(
                 "SELECT buffer, version, payload FROM episodes WHERE payload IS NOT NULL ORDER BY rowid"
             ).fetchall()
-            older = 0
+            older = unfit = 0
             for buffer, version, payload in rows:
                 episode = EpisodeCompleted.FromString(payload)
                 if not any(step.action.text for step in episode.steps):
                     older += 1  # stored before steps were published once (EpisodeStep.transition): unreadable
+                elif not _within_limits(episode):
+                    unfit += 1  # stored before the limits were checked: a NaN here would reach θ
                 elif episode.episode_id not in self._buffer(buffer):
                     self._place(episode, buffer, int(version))
             if older:
                 log.warning("replay: %d stored episodes are in the format before EpisodeStep lost its transition "
                             "and are left out", older)
-            return len(rows) - older
+            if unfit:
+                log.warning("replay: %d stored episodes break the limits of core.limits and are left out", unfit)
+            return len(rows) - older - unfit
 
     def sample(self, n: int) -> ReplaySample:
         with self._lock:

@@ -14,7 +14,8 @@ One update:
    On a demonstration step (one-hot visits on the demonstrated action, no Q) this is behaviour cloning,
    -log p_θ(a_demo), with V_θ regressed to the demonstration's own discounted return (the same shaped
    rewards, on the same scale, as a searched step's); the policy-gradient term is zero there.
-5. Adam step after clipping the gradient norm to grad_clip;
+5. Adam step after clipping the gradient norm to grad_clip; a batch whose loss or gradient is not finite is
+   refused (no step, no priority change, counted in `skipped_steps`);
 6. give the sampled steps their new priority |G - V_θ(s)|.
 
 The coefficients, lr, batch size and clip come from `LearnerSettings`; the rest from `TrainConfig`.
@@ -22,6 +23,7 @@ The coefficients, lr, batch size and clip come from `LearnerSettings`; the rest 
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from collections.abc import Sequence
@@ -242,21 +244,40 @@ class Learner:
         return self._step(batch)[0]
 
     def train(self, steps: int) -> dict[str, float]:
-        """`steps` updates on batches from the replay; the mean of each metric (empty if no data)."""
+        """`steps` updates on batches from the replay; the mean of each metric over the updates made, their
+        number as "steps" and the refused ones' as "skipped_steps" (each only when > 0; empty if no data)."""
         if self.replay is None:
             raise RuntimeError("train() samples from a replay; construct the Learner with one or call update()")
         totals: dict[str, float] = {}
-        done = 0
+        done = skipped = 0
         for _ in range(steps):
             sample = self.replay.sample(self.settings.batch_size)
             if not sample.examples:
                 break
             metrics, surprise = self._step(self.collate(sample.examples, sample.weights))
+            if metrics.pop("skipped", 0.0):
+                skipped += 1
+                continue
             self.replay.update_priorities(sample.keys, surprise.tolist())
             for k, v in metrics.items():
                 totals[k] = totals.get(k, 0.0) + v
             done += 1
-        return {k: v / done for k, v in totals.items()} | ({"steps": float(done)} if done else {})
+        means = {k: v / done for k, v in totals.items()} if done else {}
+        return means | ({"steps": float(done)} if done else {}) | ({"skipped_steps": float(skipped)} if skipped else {})
+
+    def nonfinite(self) -> list[str]:
+        """Names of θ's parameters holding a NaN or an infinity (none for a θ fit to publish)."""
+        return [name for name, p in self.net.named_parameters() if not bool(torch.isfinite(p).all())]
+
+    def snapshot(self) -> dict[str, Any]:
+        """θ and its optimiser as they are now, for `restore`."""
+        return copy.deepcopy({"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
+                              "steps": self.steps})
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.net.load_state_dict(snapshot["net"])
+        self.optimizer.load_state_dict(snapshot["optimizer"])
+        self.steps = snapshot["steps"]
 
     @torch.no_grad()
     def evaluate(self, examples: Sequence[Example]) -> dict[str, float]:

@@ -3,13 +3,14 @@
 One round: select up to `batch_size` leaves under virtual loss (JIT), step the environment once per
 new edge (Python: states are opaque), evaluate all new states with ONE call of `evaluate`, then
 expand and back up (JIT). Rounds repeat until the budget is spent or the root's most visited action
-can no longer be overtaken (early stop).
+can no longer be overtaken (early stop); `cancelled()`, when given, is asked before each round, and a
+search nobody waits for any more ends there with `SearchCancelled`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,10 @@ from evoskill.core.search_config import SearchConfig
 
 _NO_INTS = np.zeros(0, np.int64)
 _NO_FLOATS = np.zeros(0)
+
+
+class SearchCancelled(Exception):
+    """The caller of a search no longer wants its result (its call was cancelled or ran past its deadline)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,7 @@ def search(
     config: SearchConfig | None = None,
     evaluate: EvaluateFn | None = None,
     step_batch: StepBatchFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> SearchResult:
     """Run MCTS from `root` and return the chosen action with root and tree statistics.
 
@@ -161,6 +167,8 @@ def search(
     if config.early_stop_fraction is not None and gumbel is None:
         stop_at = config.early_stop_fraction * budget
     while simulations < budget:
+        if cancelled is not None and cancelled():
+            raise SearchCancelled(f"search cancelled after {simulations} of {budget} simulations")
         arrays = tree.arrays
         root_edges = _NO_INTS if gumbel is None else gumbel.next_round(tree, simulations)
         wanted = min(batch, budget - simulations) if gumbel is None else len(root_edges)

@@ -58,11 +58,13 @@ class SearchModel:
     useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
     template_ids: dict[str, int] = field(default_factory=dict)
     env_steps: int = 0
+    cancelled: Callable[[], bool] | None = None  # asked before each round (see core.search.mcts)
     _rollouts: int = 0
 
     def run(self) -> SearchResult:
         """One search from the session's state, with this model as its environment and evaluator."""
-        return search(self.root(), self.step, self.config, self.evaluate, step_batch=self.step_batch)
+        return search(self.root(), self.step, self.config, self.evaluate, step_batch=self.step_batch,
+                      cancelled=self.cancelled)
 
     # -- the state space ------------------------------------------------------------------------------
     def root(self) -> Root:

@@ -152,7 +152,7 @@ class PolicyServing(_message.Message):
     def __init__(self, version: _Optional[str] = ..., previous_version: _Optional[str] = ..., reason: _Optional[str] = ..., changed_unix_ms: _Optional[int] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
-    __slots__ = ("subject", "payload", "headers", "error", "consumer", "deliveries")
+    __slots__ = ("subject", "payload", "headers", "error", "consumer", "deliveries", "payload_size", "payload_sha256", "payload_truncated")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -166,10 +166,16 @@ class DeadLetter(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     subject: str
     payload: bytes
     headers: _containers.ScalarMap[str, str]
     error: str
     consumer: str
     deliveries: int
-    def __init__(self, subject: _Optional[str] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., error: _Optional[str] = ..., consumer: _Optional[str] = ..., deliveries: _Optional[int] = ...) -> None: ...
+    payload_size: int
+    payload_sha256: str
+    payload_truncated: bool
+    def __init__(self, subject: _Optional[str] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., error: _Optional[str] = ..., consumer: _Optional[str] = ..., deliveries: _Optional[int] = ..., payload_size: _Optional[int] = ..., payload_sha256: _Optional[str] = ..., payload_truncated: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,59 @@
+"""θ is never poisoned (learner/trainer.py): an update that leaves θ unfit is never published and the last good
+θ is kept; an episode over the limits never enters replay, however it is added."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.learner.trainer import PolicyTrainer
+from evoskill.platform.config import LearnerSettings, Settings
+from tests.unit.test_episode_record import played
+
+
+@pytest.fixture
+def trainer(tmp_path: Path) -> PolicyTrainer:
+    settings = Settings(state_dir=tmp_path, learner=LearnerSettings(hidden=16, feature_dim=32, batch_size=4))
+    trainer = PolicyTrainer(settings)
+    episode, _ = played(4, width=5, episode_id="e1")
+    assert trainer.ingest(episode) == "stored"
+    return trainer
+
+
+def weights(trainer: PolicyTrainer) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in trainer.learner.net.state_dict().items()}
+
+
+def test_an_update_that_leaves_theta_not_finite_is_never_published(trainer: PolicyTrainer) -> None:
+    assert trainer.train(2).entry.version == "v000001"
+    good = weights(trainer)
+    for group in trainer.learner.optimizer.param_groups:
+        group["lr"] = math.inf  # one finite step then sends every weight to infinity
+    with pytest.raises(FailedPrecondition, match=r"unfit to publish \(parameters .* are not finite\).*version 1"):
+        trainer.train(3)
+    assert [e.version for e in trainer.registry.list()] == ["v000001"]
+    assert not list(trainer.registry.directory.glob("policy-v000002*"))
+    assert all(torch.equal(good[k], v) for k, v in trainer.learner.net.state_dict().items())
+    for group in trainer.learner.optimizer.param_groups:
+        group["lr"] = trainer.learner.settings.lr
+    assert trainer.train(1).entry.version == "v000002" and not trainer.learner.nonfinite()
+
+
+def test_a_theta_whose_every_update_is_refused_publishes_nothing(trainer: PolicyTrainer) -> None:
+    with torch.no_grad():
+        next(trainer.learner.net.parameters()).fill_(math.nan)  # a θ poisoned before this code checked it
+    with pytest.raises(FailedPrecondition, match="every one of 2 updates had a non-finite loss"):
+        trainer.train(2)
+    assert trainer.registry.list() == [] and trainer.learner.skipped_steps == 2
+
+
+def test_replay_refuses_an_episode_over_the_limits_whoever_adds_it(trainer: PolicyTrainer) -> None:
+    poisoned, _ = played(3, width=4, episode_id="nan-1")
+    poisoned.steps[2].reward = math.nan
+    with pytest.raises(InvalidInput, match=r"steps\[2\]\.reward is nan"):
+        trainer.replay.add(poisoned)
+    assert "nan-1" not in trainer.replay.online and trainer.replay.online.episode_ids == ["e1"]
