@@ -28,7 +28,7 @@ from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, SearchResult
-from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, theta
+from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, revisits, theta
 from evoskill.core.search.model import SearchModel, SimulateFn
 from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
@@ -311,12 +311,15 @@ class EpisodePlayer:
     def _search(self, request: planner_pb2.PlayEpisodeRequest, session_id: str, index: int,
                 actions: list[str]) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int]:
         config = resolve_config(request.config, self.settings, step_seed(request, index))
-        env = search_env(self.sandbox, session_id, config, self.score, search_policy(request.config, self.policy),
-                         frozenset(self.visited), self.notes, self.stop)
+        policy = search_policy(request.config, self.policy)
+        env = search_env(self.sandbox, session_id, config, self.score, policy, frozenset(self.visited), self.notes,
+                         self.stop)
         with tracer().start_as_current_span("planner.search") as span:
             started = time.perf_counter()
             env.root()
             env.advice += self._advice(request.env_spec, env, config)
+            if policy is not None and config.policy_revisit_penalty:
+                env.advice.append(revisits(self.visited.__getitem__, config.policy_revisit_penalty))
             result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited[env.nodes[()].state_key] += 1

@@ -68,6 +68,18 @@ def ranking(rank: RankFn) -> Advice:
     return root_bonus(lambda model: rank(*state_text(model.observation(()), model.notes), model.actions(())))
 
 
+def revisits(visits: Callable[[str], int], penalty: float) -> Advice:
+    """Each earlier real visit to where a root candidate leads costs `penalty` of logit, as θ alone is
+    charged (`search.policy_revisit_penalty`): θ's priors cloned from wandering gold paths otherwise keep
+    search walking between two rooms, one real step after another. Unstepped children cost nothing."""
+
+    def bonus_at(model: SearchModel) -> np.ndarray:
+        return -penalty * np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else 0
+                                    for a in model.actions(())], dtype=np.float64)
+
+    return root_bonus(bonus_at)
+
+
 def with_logit_bonus(logits: np.ndarray | None, bonus: np.ndarray) -> np.ndarray:
     """Add the bonus to one state's logits (None = uniform priors, i.e. zeros)."""
     if logits is None:
