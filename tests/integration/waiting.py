@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 
-async def until(check: Callable[[], bool | Awaitable[bool]], what: str, within_s: float = 30.0) -> None:
+async def until(check: Callable[[], bool | Awaitable[bool]], what: str, within_s: float = 90.0) -> None:
     """Poll `check` (plain or async) until it holds; fail naming `what` after `within_s`."""
     deadline = asyncio.get_running_loop().time() + within_s
     while True:
