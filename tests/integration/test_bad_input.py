@@ -270,7 +270,8 @@ async def test_an_oversized_message_on_every_consumed_subject_is_dead_lettered_o
         assert len(data) > bus.payloads.limit - 4096  # too large to travel whole inside a dead letter
         sent[subject] = data
         # Raw, as an attacker would: the message fits the server's max_payload, not the services' limits.
-        await bus.broker.publish(data, bus.subject(subject), stream=bus.stream.name)
+        # The server acks a message near 1 MiB slowly on two loaded cores: nats-py's 0.5 s default timed out.
+        await bus.broker.publish(data, bus.subject(subject), stream=bus.stream.name, timeout=30.0)
         await bus.publish(subject, good(subject, tag))
     await edges.settled()
     for durable, subject in edges.durables().items():
