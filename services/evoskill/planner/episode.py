@@ -230,7 +230,7 @@ class EpisodePlayer:
     def _gold_step(self, session_id: str, gold: deque[str]) -> tuple[str, Any] | None:
         """The next action of the gold path the environment accepts, stepped (None once the path is spent).
         One it refuses is passed over: TextWorldExpress's CookingWorld gold paths open the kitchen cupboard a
-        second time in about one default game in four. The environment judges, not the valid-action list:
+        second time in some default games (train seed 69). The environment judges, not the valid-action list:
         ScienceWorld accepts gold actions its list does not name."""
         while gold:
             action = gold.popleft()
