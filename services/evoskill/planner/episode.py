@@ -274,10 +274,12 @@ class EpisodePlayer:
         (search.memory_weight > 0)."""
         assert self.policy is not None
         env = self._candidates(session_id, target)
-        env.advice += [theta(self.policy), *self._advice(env_spec, env, config, with_llm=False),
-                       revisits(self.visited.__getitem__, config.policy_revisit_penalty)]
+        env.advice += [theta(self.policy), *self._advice(env_spec, env, config, with_llm=False)]
         (logits,) = env.advise([()]).logits or []
-        return env.actions(())[int(np.argmax(logits))]
+        actions = list(env.actions(()))
+        visits = [self.visited[env.nodes[(a,)].state_key] if seen else 0
+                  for a, seen in zip(actions, env.seen(()), strict=True)]
+        return actions[int(np.argmax(np.asarray(logits) - config.policy_revisit_penalty * np.asarray(visits)))]
 
     def _advice(self, env_spec: str, env: SearchModel, config: SearchConfig, with_llm: bool = True) -> list[Advice]:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's

@@ -69,9 +69,9 @@ def ranking(rank: RankFn) -> Advice:
 
 
 def revisits(visits: Callable[[str], int], penalty: float) -> Advice:
-    """Each earlier real visit to where a root candidate leads costs `penalty` of logit
-    (`search.policy_revisit_penalty`), in θ alone and in search with θ: θ's priors cloned from wandering gold
-    paths otherwise walk between two rooms, one real step after another. Unstepped children cost nothing."""
+    """Each earlier real visit to where a root candidate leads costs `penalty` of logit, as θ alone is
+    charged (`search.policy_revisit_penalty`): θ's priors cloned from wandering gold paths otherwise keep
+    search walking between two rooms, one real step after another. Unstepped children cost nothing."""
 
     def bonus_at(model: SearchModel) -> np.ndarray:
         return -penalty * np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else 0
