@@ -259,7 +259,7 @@ def solve(
 
     from evoskill.clients.episodes import episode_request, play, services
 
-    _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
+    env = _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
     configured = Settings()
 
     async def main() -> None:
@@ -301,8 +301,8 @@ def eval_cmd(
 
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
 
-    _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
-                        parallel=parallel)
+    env = _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
+                              parallel=parallel)
     if json_path is not None:  # fail now, not after every episode was played
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -368,9 +368,11 @@ AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
-def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> None:
-    """Refuse what could only produce lost episodes, before any service is started, naming the flag."""
+def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> str:
+    """Refuse what could only produce lost episodes, before any service is started, naming the flag. Returns
+    the spec as the services read it (a task file's path made absolute: they run in the state folder)."""
     from evoskill.envs import FOLDS, EnvSpecError, parse_spec
+    from evoskill.envs.spec import located
 
     try:
         parse_spec(env)
@@ -383,6 +385,7 @@ def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> Non
     for name, value in positive.items():
         if value < 1:
             _fail(f"--{name.replace('_', '-')} must be at least 1 (got {value})", 2)
+    return located(env)
 
 
 def _run_client(main) -> None:  # type: ignore[no-untyped-def]

@@ -23,9 +23,9 @@ def processes_mentioning(marker: str) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                if (entry / "stat").read_text().split(") ", 1)[1][0] != "Z":
-                    out.append(int(entry.name))
+            mentions = entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace")
+            if mentions and (entry / "stat").read_text().split(") ", 1)[1][0] != "Z":
+                out.append(int(entry.name))
         except OSError:
             continue
     return out
@@ -35,13 +35,14 @@ def test_hanging_and_crashing_tools_are_stopped_reported_and_the_episode_goes_on
     path = write_tasks(tmp_path, {
         "id": "faults", "goal": "What is 2 + 3?", "state": {},
         "tools": [FAULTY_SERVER, "pytools:add", "pytools:tick", "pytools:stall_py", "pytools:die_py"],
-        "arguments": {"a": [2], "b": [3], "text": ["hi"]}, "expected_answer": 5, "timeout_s": 3,
+        "arguments": {"a": [2], "b": [3], "text": ["hi"], "seconds": [600], "code": [3]},
+        "expected_answer": 5, "timeout_s": 3,
     })
     env = make_env(f"tools:{path}")
     try:
         obs = env.reset(0, "train")
-        assert {"echo(text='hi')", "stall()", "die()", "add(a=2, b=3)", "tick()", "stall_py()", "die_py()",
-                "ask_clarification()"} <= set(obs.valid_actions)
+        assert {"echo(text='hi')", "stall()", "die()", "add(a=2, b=3)", "tick()", "stall_py(seconds=600)",
+                "die_py(code=3)", "ask_clarification()"} <= set(obs.valid_actions)
         assert "- echo(text: string): Says the text back." in obs.goal
         assert env.template("add(a=2, b=3)") == "add(a, b)"
         start = env.snapshot()
@@ -62,9 +63,9 @@ def test_hanging_and_crashing_tools_are_stopped_reported_and_the_episode_goes_on
         with pytest.raises(InvalidActionError, match="invalid arguments for echo\\(text: string\\)"):
             env.step("echo(text=1)")
 
-        text, kind = step("stall_py()")
+        text, kind = step("stall_py(seconds=600)")
         assert kind == FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT and "the tool's process was stopped" in text
-        text, kind = step("die_py()")
+        text, kind = step("die_py(code=3)")
         assert kind == FailureKind.FAILURE_KIND_EXTERNAL_ERROR
         assert "the tool's process exited with code 3: dying now" in text  # what it printed last, from stderr
         assert step("tick()") == ("tick() returned: 1", FailureKind.FAILURE_KIND_NONE)

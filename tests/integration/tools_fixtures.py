@@ -29,15 +29,15 @@ def tick(state: dict) -> int:
         log.write("tick\\n")
     return state["ticks"]
 
-def stall_py() -> str:
-    """Never answers."""
-    time.sleep(600)
+def stall_py(seconds: float) -> str:
+    """Answers after that long."""
+    time.sleep(seconds)
     return "late"
 
-def die_py() -> str:
+def die_py(code: int) -> str:
     """Takes its process down."""
     print("dying now", flush=True)
-    os._exit(3)
+    os._exit(code)
 '''
 
 SERVER = '''

@@ -71,7 +71,8 @@ def test_a_tool_source_is_told_by_its_key_and_a_string_is_a_function_or_a_url() 
     ('{"goal": "g", "expected_answer": 1, "arguments": {"a.b.c": [1]}}', "neither 'parameter' nor 'tool.parameter'"),
     ('[1]', "line 1: a task is a JSON object, not list"),
     ('{"goal": ', "line 1: not JSON"),
-    ('{"id": "a", "goal": "g", "check": "m:f"}\n{"id": "a", "goal": "h", "check": "m:f"}', "line 2: task id 'a' is also on line 1"),
+    ('{"id": "a", "goal": "g", "check": "m:f"}\n{"id": "a", "goal": "h", "check": "m:f"}',
+     "line 2: task id 'a' is also on line 1"),
     ('', "has no task"),
 ])
 def test_a_bad_task_file_is_one_line_naming_the_line_and_field(line: str, message: str) -> None:
@@ -170,7 +171,7 @@ def test_calls_are_enumerated_from_enums_hints_and_what_results_gave() -> None:
     assert enumerate_calls(SEARCH, {"in_stock": [False], "search_books.genre": ["mystery"]}, {}) == [
         {"genre": "mystery"}, {"genre": "mystery", "in_stock": False},
         {"genre": "romance"}, {"genre": "romance", "in_stock": False}]  # hints add to the enum's values
-    hints = {"source_timezone": [f"z{i}" for i in range(10)], "time": ["09:30"], "target_timezone": ["a", "b", "c", "d"]}
+    hints = {"source_timezone": [f"z{i}" for i in range(10)], "time": ["09:30"], "target_timezone": list("abcd")}
     assert len(enumerate_calls(TIME, hints, {})) == MAX_CALLS_PER_TOOL
     assert answer_values(["x"], [*results, 42]) == ["x", "1", "A", "2", "B", 3.5, 42]
 

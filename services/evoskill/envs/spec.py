@@ -245,11 +245,15 @@ def parse_spec(spec: str | EnvSpec, *, validate: bool = True) -> EnvSpec:
 
 def located(spec: str) -> str:
     """``spec`` as a service running in another folder reads it: where the scheme's names are file paths, the
-    canonical spec (the path made absolute); any other spec as given."""
+    canonical spec (the path made absolute); any other spec as given (a bad one too: its checker says why)."""
     from evoskill.envs.registry import scheme_registry
 
-    parsed = parse_spec(spec, validate=False)
-    return parsed.canonical() if scheme_registry().resolve(parsed.scheme)[1].file_names else spec
+    try:
+        parsed = parse_spec(spec, validate=False)
+        file_names = scheme_registry().resolve(parsed.scheme)[1].file_names
+    except EnvSpecError:
+        return spec
+    return parsed.canonical() if file_names else spec
 
 
 def parse_twx(name: str, params: dict[str, str], validate: bool) -> tuple[str, dict[str, str]]:

@@ -5,9 +5,10 @@ stdin, one JSON reply per line on the original stdout; what the tools print goes
 state: each call brings the state and its reply carries the state back, so the env can stop a hanging host, or
 lose a crashed one, and start another without losing anything.
 
-Requests: ``{"op": "describe", "ref"}`` -> the tool's name, description and JSON schema of its arguments;
-``{"op": "call", "ref", "arguments", "state"}`` -> ``result`` and ``state``; ``{"op": "check", "ref", "answer",
-"state", "trace"}`` -> ``result``. A failure is ``{"ok": false, "error": "Type: message"}``.
+Requests: ``{"op": "ping", "refs"}`` -> ready, once those tools are imported; ``{"op": "describe", "ref"}`` ->
+the tool's name, description and JSON schema of its arguments; ``{"op": "call", "ref", "arguments", "state"}`` ->
+``result`` and ``state``; ``{"op": "check", "ref", "answer", "state", "trace", "task"}`` -> ``result``. A
+failure is ``{"ok": false, "error": "Type: message"}``.
 """
 
 import asyncio
@@ -63,7 +64,7 @@ def binder(ref: str) -> Any:
 
     arguments.__signature__ = signature.replace(parameters=params, return_annotation=inspect.Signature.empty)  # type: ignore[attr-defined]
     arguments.__annotations__ = {p.name: hints[p.name] for p in params if p.name in hints}
-    _binders[ref] = adapter = TypeAdapter(arguments)
+    _binders[ref] = adapter = TypeAdapter(arguments)  # type: ignore[arg-type]
     return adapter
 
 
@@ -108,6 +109,12 @@ def check(ref: str, offered: dict[str, Any]) -> dict[str, Any]:
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     op = request.get("op")
     try:
+        if op == "ping":  # a fresh host: import what the env will call, then say it is ready
+            import pydantic_core  # noqa: F401
+
+            for ref in request.get("refs", ()):
+                binder(ref)
+            return {"ok": True}
         if op == "describe":
             return {"ok": True, "tool": describe(request["ref"], request.get("name"))}
         if op == "call":

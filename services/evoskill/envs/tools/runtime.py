@@ -157,36 +157,48 @@ class PythonHost:
 
     def __init__(self, folder: Path, limits: ToolLimits) -> None:
         self.proc = _ToolProcess([sys.executable, str(PYHOST), str(folder)], folder, None, limits.memory_mb)
+        self.refs: set[str] = set()  # imported again before a fresh host answers, so no call pays for that
         self._out: BufferedByteReceiveStream | None = None
         self._lock = asyncio.Lock()
 
-    async def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def request(self, message: dict[str, Any], within_s: float, start_within_s: float) -> dict[str, Any]:
+        """``message``'s reply within ``within_s`` (a host that is not running first starts, within
+        ``start_within_s``); a ToolFailure says why there is none."""
         async with self._lock:
             if not self.proc.alive:
                 process = await self.proc.spawn()
                 assert process.stdout is not None
                 self._out = BufferedByteReceiveStream(process.stdout)
-            process = self.proc.process
-            assert process is not None and process.stdin is not None and self._out is not None
-            try:
-                with anyio.fail_after(timeout):
-                    await process.stdin.send((json.dumps(message) + "\n").encode())
-                    line = await self._out.receive_until(b"\n", MAX_LINE)
-            except TimeoutError:
-                await self.proc.kill()
-                raise ToolFailure("timeout", f"no answer within {timeout:g} s; the tool's process was stopped "
-                                             "(a fresh one starts at the next call)") from None
-            except anyio.DelimiterNotFound:
-                await self.proc.kill()
-                raise ToolFailure("error", f"its answer is over {MAX_LINE >> 20} MiB") from None
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                    OSError):
-                how = await self.proc.ended() or "ended"
-                await self.proc.kill()
-                raise ToolFailure("crash", f"the tool's process {how} (a fresh one starts at the next call)") from None
-        reply: dict[str, Any] = json.loads(line)
+                ready = await self._exchange({"op": "ping", "refs": sorted(self.refs)}, start_within_s, "start")
+                if not ready.get("ok"):
+                    raise ToolFailure("error", str(ready.get("error", "the Python tool host did not start")))
+            reply = await self._exchange(message, within_s, "answer")
+        if "ref" in message and reply.get("ok"):
+            self.refs.add(message["ref"])
         if not reply.get("ok"):
             raise ToolFailure("error", str(reply.get("error", "failed")))
+        return reply
+
+    async def _exchange(self, message: dict[str, Any], within_s: float, what: str) -> dict[str, Any]:
+        process = self.proc.process
+        assert process is not None and process.stdin is not None and self._out is not None
+        try:
+            with anyio.fail_after(within_s):
+                await process.stdin.send((json.dumps(message) + "\n").encode())
+                line = await self._out.receive_until(b"\n", MAX_LINE)
+        except TimeoutError:
+            await self.proc.kill()
+            raise ToolFailure("timeout", f"no {what} within {within_s:g} s; the tool's process was stopped "
+                                         "(a fresh one starts at the next call)") from None
+        except anyio.DelimiterNotFound:
+            await self.proc.kill()
+            raise ToolFailure("error", f"its answer is over {MAX_LINE >> 20} MiB") from None
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError,
+                OSError):
+            how = await self.proc.ended() or "ended"
+            await self.proc.kill()
+            raise ToolFailure("crash", f"the tool's process {how} (a fresh one starts at the next call)") from None
+        reply: dict[str, Any] = json.loads(line)
         return reply
 
     async def close(self) -> None:
@@ -244,7 +256,7 @@ class McpServer:
                 self.wrapped = {t.name for t in tools if _wraps(t.output_schema)}
                 ready.set_result(tools)
                 await self._stop.wait()
-        except BaseException as exc:  # noqa: BLE001 - whatever ended the session, the caller is told
+        except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if not isinstance(exc, Exception):
@@ -252,33 +264,33 @@ class McpServer:
         finally:
             self.session = None
 
-    async def start(self, timeout: float) -> list[Any]:
+    async def start(self, within_s: float) -> list[Any]:
         """Start (or restart) the server; its tools as the SDK lists them."""
         await self.stop()
         self._stop = asyncio.Event()
         ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._task = asyncio.ensure_future(self._hold(ready))
         try:
-            return await asyncio.wait_for(asyncio.shield(ready), timeout)
+            return await asyncio.wait_for(asyncio.shield(ready), within_s)
         except TimeoutError:
             await self.stop()
-            raise ToolFailure("timeout", f"MCP server {self.label!r} did not start within {timeout:g} s") from None
+            raise ToolFailure("timeout", f"MCP server {self.label!r} did not start within {within_s:g} s") from None
         except Exception as exc:
             why = (await self.proc.ended() if self.proc is not None else "") or _why(exc)
             await self.stop()
             raise ToolFailure("crash", f"MCP server {self.label!r} could not start: {why}") from None
 
-    async def call(self, name: str, arguments: dict[str, Any], timeout: float, restart_timeout: float) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any], within_s: float, restart_within_s: float) -> Any:
         async with self._lock:
             if self.session is None or (self.proc is not None and not self.proc.alive):
-                await self.start(restart_timeout)
+                await self.start(restart_within_s)
             session = self.session
             try:
-                with anyio.fail_after(timeout):
+                with anyio.fail_after(within_s):
                     result = await session.call_tool(name, arguments)
             except TimeoutError:
                 await self.stop()
-                raise ToolFailure("timeout", f"no answer within {timeout:g} s; "
+                raise ToolFailure("timeout", f"no answer within {within_s:g} s; "
                                   + ("the server was stopped" if self.proc else "the connection was dropped")
                                   + " (the next call starts another)") from None
             except Exception as exc:
@@ -311,8 +323,8 @@ class McpServer:
 
 def _wraps(output_schema: Mapping[str, Any] | None) -> bool:
     """An output schema of one required `result` (how MCPServer returns what is not an object)."""
-    return bool(output_schema) and set(output_schema.get("properties", {})) == {"result"} \
-        and output_schema.get("required") == ["result"]
+    schema = output_schema or {}
+    return set(schema.get("properties", {})) == {"result"} and schema.get("required") == ["result"]
 
 
 def _why(exc: BaseException) -> str:
@@ -339,6 +351,17 @@ def _content_value(content: list[Any]) -> Any:
             return json.loads(texts[0])
         return texts[0]
     return texts
+
+
+async def _gather(*starts: Coroutine[Any, Any, list[Any]]) -> list[Any]:
+    """Every start's tools, or the ToolFailure that ended it."""
+    async def one(start: Coroutine[Any, Any, list[Any]]) -> Any:
+        try:
+            return await start
+        except ToolFailure as exc:
+            return exc
+
+    return list(await asyncio.gather(*(one(s) for s in starts)))
 
 
 @contextlib.asynccontextmanager
@@ -402,11 +425,14 @@ class ToolBox:
         self._listed: dict[str, list[ToolInfo]] = {}
 
     def tools(self, sources: list[PythonTool | StdioServer | HttpServer]) -> dict[str, ToolInfo]:
-        """The tools ``sources`` offer, by name; starts what is not running. InvalidInput names a bad source,
-        Unavailable a server that does not start."""
+        """The tools ``sources`` offer, by name; starts what is not running (the servers at once). InvalidInput
+        names a bad source, Unavailable a server that does not start."""
+        self._start([s for s in sources if s.key not in self._listed and not isinstance(s, PythonTool)])
         out: dict[str, ToolInfo] = {}
         for source in sources:
-            for tool in self._list(source):
+            known = source.key in self._listed
+            listed = self._listed[source.key] if known else self._describe(source)  # type: ignore[arg-type]
+            for tool in listed:
                 if tool.name in out or tool.name in META_TEMPLATES:
                     clash = "a meta action's name" if tool.name in META_TEMPLATES else "offered twice"
                     raise InvalidInput(f"tool {tool.name!r} of {source.key} is {clash}; rename it (a Python tool's "
@@ -414,24 +440,24 @@ class ToolBox:
                 out[tool.name] = tool
         return out
 
-    def _list(self, source: PythonTool | StdioServer | HttpServer) -> list[ToolInfo]:
-        if source.key in self._listed:
-            return self._listed[source.key]
+    def _describe(self, source: PythonTool) -> list[ToolInfo]:
         timeout = self.limits.start_timeout_s
-        if isinstance(source, PythonTool):
-            message = {"op": "describe", "ref": source.python, "name": source.name}
-            try:
-                reply = self._loop.run(self._python.request(message, timeout), timeout + 5)
-            except ToolFailure as exc:
-                raise InvalidInput(f"Python tool {source.python!r}: {exc}") from None
-            t = reply["tool"]
-            listed = [ToolInfo(t["name"], t["description"], t["schema"], source.key, t["wants_state"])]
-        else:
-            server = self._servers.setdefault(source.key, McpServer(source, self.folder, self.limits))
-            try:
-                tools = self._loop.run(server.start(timeout), timeout + 10)
-            except ToolFailure as exc:
-                raise Unavailable(str(exc)) from None
+        message = {"op": "describe", "ref": source.python, "name": source.name}
+        try:
+            reply = self._loop.run(self._python.request(message, timeout, timeout), 2 * timeout + 5)
+        except ToolFailure as exc:
+            raise InvalidInput(f"Python tool {source.python!r}: {exc}") from None
+        t = reply["tool"]
+        self._listed[source.key] = [ToolInfo(t["name"], t["description"], t["schema"], source.key, t["wants_state"])]
+        return self._listed[source.key]
+
+    def _start(self, sources: list[StdioServer | HttpServer]) -> None:
+        servers = [self._servers.setdefault(s.key, McpServer(s, self.folder, self.limits)) for s in sources]
+        timeout = self.limits.start_timeout_s
+        started = self._loop.run(_gather(*(server.start(timeout) for server in servers)), timeout + 10)
+        for source, server, tools in zip(sources, servers, started, strict=True):
+            if isinstance(tools, ToolFailure):
+                raise Unavailable(str(tools))
             wanted = set(source.tools) if source.tools is not None else None
             listed = [ToolInfo(t.name, t.description or "", t.input_schema, source.key) for t in tools
                       if wanted is None or t.name in wanted]
@@ -439,25 +465,23 @@ class ToolBox:
             if missing:
                 raise InvalidInput(f"MCP server {server.label!r} has no tool {missing[0]!r}; its tools: "
                                    f"{', '.join(t.name for t in tools)}")
-        self._listed[source.key] = listed
-        return listed
+            self._listed[source.key] = listed
 
     def call(self, tool: ToolInfo, ref: PythonTool | None, arguments: dict[str, Any], state: Any,
              timeout: float) -> tuple[Any, Any]:
         """(result, state after); a ToolFailure says why there is none."""
-        grace = self.limits.restart_timeout_s + 10
+        restart = self.limits.restart_timeout_s
         if ref is not None:
             message = {"op": "call", "ref": ref.python, "arguments": arguments, "state": state}
-            reply = self._loop.run(self._python.request(message, timeout), timeout + grace)
+            reply = self._loop.run(self._python.request(message, timeout, restart), timeout + restart + 10)
             return reply.get("result"), reply.get("state")
         server = self._servers[tool.source]
-        result = self._loop.run(server.call(tool.name, arguments, timeout, self.limits.restart_timeout_s),
-                                timeout + grace)
-        return result, state
+        return self._loop.run(server.call(tool.name, arguments, timeout, restart), timeout + restart + 10), state
 
     def check(self, ref: str, offered: dict[str, Any], timeout: float) -> Any:
+        restart = self.limits.restart_timeout_s
         message = {"op": "check", "ref": ref, **offered}
-        return self._loop.run(self._python.request(message, timeout), timeout + 10)["result"]
+        return self._loop.run(self._python.request(message, timeout, restart), timeout + restart + 10)["result"]
 
     def close(self) -> None:
         async def stop_all() -> None:

@@ -84,7 +84,7 @@ ToolSource = PythonTool | StdioServer | HttpServer
 def _kind(item: Any) -> str:
     if isinstance(item, dict):
         return next((k for k in ("python", "url", "command") if k in item), "command")
-    return {PythonTool: "python", HttpServer: "url"}.get(type(item), "command")
+    return "python" if isinstance(item, PythonTool) else "url" if isinstance(item, HttpServer) else "command"
 
 
 # A tool source is told apart by its key (python, url, command), so an error names the fields of that kind only.
