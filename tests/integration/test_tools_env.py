@@ -55,6 +55,8 @@ def test_hanging_and_crashing_tools_are_stopped_reported_and_the_episode_goes_on
         text, kind = step("stall()")
         assert kind == FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT
         assert text.startswith("stall() failed (timeout): no answer within 3 s; the server was stopped")
+        text, kind = step("stall()")  # search would try it again and again: answered from memory
+        assert kind == FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT and "not called again for 60 s" in text
         assert step("echo(text='hi')") == ("echo(text='hi') returned: hi", FailureKind.FAILURE_KIND_NONE)
         text, kind = step("die()")
         assert kind == FailureKind.FAILURE_KIND_EXTERNAL_ERROR and "exited with code 7 during the call" in text

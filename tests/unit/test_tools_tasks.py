@@ -132,6 +132,8 @@ def test_a_call_renders_in_schema_order_and_reads_back_from_any_spelling() -> No
     assert read("final_answer(answer={'a': [1, true, null]})", TOOLS).arguments == {"answer": {"a": [1, True, None]}}
     assert read("final_answer(-2.5)", TOOLS).arguments == {"answer": -2.5}
     assert read("final_answer()", TOOLS).arguments == {}
+    dashed = ToolInfo("get-weather.v2", "", {"type": "object", "properties": {"city": {"type": "string"}}}, "x")
+    assert read("get-weather.v2(city='Oslo')", {dashed.name: dashed}).arguments == {"city": "Oslo"}  # MCP names
     assert template_of("convert_time", TOOLS) == "convert_time(source_timezone, time, target_timezone)"
     assert template_of("final_answer", TOOLS) == "final_answer(answer)"
     assert TIME.signature() == "convert_time(source_timezone: string, time: string, target_timezone: string)"
@@ -141,7 +143,9 @@ def test_a_call_renders_in_schema_order_and_reads_back_from_any_spelling() -> No
 @pytest.mark.parametrize(("text", "message"), [
     ("go north", "not a call"),
     ("get_price", "not a call"),
-    ("os.system('ls')", "not a call"),
+    ("os.system('ls')", "no tool 'os.system'"),
+    ("get_price(isbn='1')(x=2)", "not a call"),
+    ("get_price(isbn='1'), get_price(isbn='2')", "not a call"),
     ("get_price(isbn=open('x'))", "is not a literal"),
     ("get_price(**kw)", "no * or ** arguments"),
     ("get_price(isbn='1', isbn='2')", "given twice"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,6 +28,7 @@ MAX_VALUES = 16  # values offered for one parameter
 MAX_ANSWERS = 32  # final_answer candidates in one state
 MAX_ANSWER_CHARS = 200  # longer values are not offered as answers (an action is at most 1024 characters)
 _OMIT = object()  # an optional parameter left out of an enumerated call
+_CALL = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*\((.*)\)\s*$", re.DOTALL)
 _JSON_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 
 
@@ -126,12 +128,13 @@ def _key(node: ast.expr) -> str:
 
 
 def parse(text: str) -> tuple[str, list[Any], dict[str, Any]]:
-    """``name(a, k=v)`` -> (name, positional values, keyword values)."""
+    """``name(a, k=v)`` -> (name, positional values, keyword values). A name is MCP's: letters, digits, _ - ."""
+    match = _CALL.match(text)
     try:
-        tree = ast.parse(text.strip(), mode="eval").body
+        tree = ast.parse(f"f({match.group(2)})", mode="eval").body if match else None
     except SyntaxError:
-        raise CallError("not a call; write name(key=value, ...)") from None
-    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
+        tree = None
+    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name) or tree.func.id != "f" or match is None:
         raise CallError("not a call; write name(key=value, ...)")
     if any(k.arg is None for k in tree.keywords) or any(isinstance(a, ast.Starred) for a in tree.args):
         raise CallError("no * or ** arguments; write name(key=value, ...)")
@@ -141,7 +144,7 @@ def parse(text: str) -> tuple[str, list[Any], dict[str, Any]]:
         if k.arg in keywords:
             raise CallError(f"argument {k.arg!r} given twice")
         keywords[k.arg] = _literal(k.value)
-    return tree.func.id, [_literal(a) for a in tree.args], keywords
+    return match.group(1), [_literal(a) for a in tree.args], keywords
 
 
 def bind(params: Sequence[str], positional: Sequence[Any], keywords: Mapping[str, Any], name: str) -> dict[str, Any]:

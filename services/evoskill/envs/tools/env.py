@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from evoskill.envs.tools.task import PythonTool, ToolTask, load_tasks, spec_serv
 MAX_RESULT_CHARS = 8000  # of one result in the observation text (the whole result stays in the episode)
 DEFAULT_TIMEOUT_S = 5.0
 STEP_SHARE = 0.4  # of the sandbox's step timeout a call (or a restart) may take
+COOLDOWN_S = 60.0  # a call that timed out or crashed is answered from memory this long
 _KINDS = {"timeout": FailureKind.FAILURE_KIND_EXTERNAL_TIMEOUT, "crash": FailureKind.FAILURE_KIND_EXTERNAL_ERROR,
           "error": FailureKind.FAILURE_KIND_NO_EFFECT}
 META_HELP = {
@@ -86,6 +88,7 @@ class ToolEnv(BaseTextEnv):
         self._tools: dict[str, ToolInfo] = {}
         self._by_task: dict[str, dict[str, ToolInfo]] = {}
         self._failure: Failure | None = None
+        self._failing: dict[str, tuple[float, ToolFailure]] = {}  # call -> when it timed out or crashed
         self._load(self._spec)
 
     # -- hooks the sandbox calls ------------------------------------------------------------------------
@@ -191,8 +194,11 @@ class ToolEnv(BaseTextEnv):
         python = next((s for s in episode.task.tools if isinstance(s, PythonTool) and s.key == tool.source), None)
         timeout = min(episode.task.timeout_s or self._timeout_s, self._cap_s)
         try:
+            self._not_failing(said)
             result, state = self._box.call(tool, python, call.arguments, episode.state, timeout)
         except ToolFailure as failure:
+            if failure.kind != "error":
+                self._failing.setdefault(said, (time.monotonic(), failure))
             message = _one_line(str(failure))
             episode.trace.append({"tool": call.name, "arguments": call.arguments, "ok": False, "error": message})
             self._failure = Failure(kind=_KINDS[failure.kind], message=message)
@@ -201,6 +207,16 @@ class ToolEnv(BaseTextEnv):
         episode.results.append(result)
         episode.trace.append({"tool": call.name, "arguments": call.arguments, "ok": True, "result": result})
         return f"{said} returned: {shown(result)}"
+
+    def _not_failing(self, said: str) -> None:
+        """A call that timed out or crashed is not made again for a while: search probes the same calls over and
+        over, and one batch of probes shares one step timeout of the sandbox."""
+        since, failure = self._failing.get(said, (0.0, None))
+        if failure is not None:
+            ago = time.monotonic() - since
+            if ago < COOLDOWN_S:
+                raise ToolFailure(failure.kind, f"{failure} [{ago:.0f} s ago; not called again for {COOLDOWN_S:g} s]")
+            del self._failing[said]
 
     def _finish(self, episode: Episode, call: Call) -> Observation:
         answered = "answer" in call.arguments
