@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+AGENTS = ("random", "mcts", "policy+mcts", "policy")  # the table's rows, by the agent `evoskill eval` plays
+
 
 @dataclass(frozen=True)
 class Budget:
