@@ -95,7 +95,8 @@ def quality(
     from evoskill.bench.suites import resolve, with_budget
 
     try:
-        chosen, overrides = with_budget(resolve(suite, env), quick, budget), setting_overrides(set_)
+        chosen = with_budget(resolve(suite, env), quick, budget)
+        overrides = setting_overrides([*chosen.settings, *set_])
         if seeds < 1 or workers < 1:
             raise ValueError("--seeds and --workers must be >= 1")
         rows = [a.strip() for a in agents.split(",") if a.strip()]
