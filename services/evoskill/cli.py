@@ -129,7 +129,10 @@ def up(
         _up_detached(settings, replicas)
         return
     # The supervisor's restarts go to its output (<state>/supervisor.log when detached).
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s supervisor %(levelname)s: %(message)s"))
+    logging.getLogger("evoskill.stack").addHandler(handler)
+    logging.getLogger("evoskill.stack").setLevel(logging.INFO)
 
     async def main() -> None:
         stack = await _start_stack(settings, counts)

@@ -1,4 +1,4 @@
-"""The embedded stack heals itself: kill -9 of nats-server, the sandbox and reward, then of the planner; the
+"""The embedded stack heals itself: kill -9 of nats-server, Temporal, the sandbox and reward, then of the planner; the
 supervisor reaps each, frees what it left (environment workers), starts it again on its port, records the
 restart in stack.json for `evoskill status`, and the next episode is played; a command after a planner kill
 waits for it instead of saying "no stack is running" (or "state folder in use")."""
@@ -19,7 +19,7 @@ from evoskill.clients.episodes import episode_request, play, services
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import check_health
 from evoskill.stack.running import ServiceDown, process_alive
-from evoskill.stack.supervisor import Stack, read_state
+from evoskill.stack.supervisor import Stack, nats_ready, read_state, temporal_ready
 from tests.conftest import make_settings
 from tests.integration.test_stack import cli, env_of, sessions_alive
 from tests.integration.waiting import until
@@ -39,7 +39,9 @@ async def restarted(settings: Settings, name: str, old_pid: int) -> bool:
     c = component(settings, name)
     if c["state"] != "running" or c["pid"] == old_pid or c["restarts"] < 1:
         return False
-    return name == "nats-server" or await check_health(c["address"])
+    if name == "nats-server":
+        return await nats_ready(c["address"])
+    return await (temporal_ready if name == "temporal" else check_health)(c["address"])
 
 
 async def stream_messages(settings: Settings) -> int:
@@ -50,10 +52,8 @@ async def stream_messages(settings: Settings) -> int:
         await nc.close()
 
 
-async def test_killed_children_are_restarted_and_the_next_episodes_are_played(
-        tmp_path: Path, temporal_address: str) -> None:
-    base = make_settings(tmp_path / "state")
-    settings = base.model_copy(update={"temporal": base.temporal.model_copy(update={"address": temporal_address})})
+async def test_killed_children_are_restarted_and_the_next_episodes_are_played(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
     stack = Stack(settings, services=("sandbox", "reward", "planner"))
     await stack.start()
     said: list[str] = []
@@ -63,7 +63,7 @@ async def test_killed_children_are_restarted_and_the_next_episodes_are_played(
         assert said == []  # the stack was found, not started
         events = await stream_messages(settings)
         assert events > 0
-        pids = {name: component(settings, name)["pid"] for name in ("nats-server", "sandbox", "reward")}
+        pids = {name: component(settings, name)["pid"] for name in ("nats-server", "temporal", "sandbox", "reward")}
         workers = sessions_alive({pids["sandbox"]})
         assert len(workers) > 1  # the sandbox and its pooled environment worker
 
@@ -76,10 +76,9 @@ async def test_killed_children_are_restarted_and_the_next_episodes_are_played(
         assert sessions_alive({pids["sandbox"]}) == []  # the crashed sandbox's worker went too
         assert await stream_messages(settings) >= events  # same JetStream store: the stream survived
 
-        env = {**env_of(settings), "EVOSKILL_TEMPORAL__ADDRESS": temporal_address}
-        status = await asyncio.to_thread(cli, env, "status")
+        status = await asyncio.to_thread(cli, env_of(settings), "status")
         rows = {line.split("│")[1].strip(): line for line in status.stdout.splitlines() if line.count("│") > 4}
-        for name in ("sandbox", "reward"):
+        for name in ("temporal", "sandbox", "reward"):
             assert "SERVING" in rows[name] and "signal 9 (SIGKILL)" in rows[name], status.stdout
 
         # The planner's channels reach the restarted sandbox and reward.

@@ -61,9 +61,9 @@ def outage(state: dict[str, Any] | None, state_dir: Path) -> str:
 
 async def wait_for_stack(settings: Settings, say: Callable[[str], None],
                          timeout_s: float = WAIT_FOR_RESTART_S) -> dict[str, Any] | None:
-    """Until no component of the running stack is restarting and its planner answers; the stack's state, or
-    None when no stack runs. ServiceDown if the planner stays down (given up, or past `timeout_s`); a component
-    the supervisor gave up on (other than the planner) is named and left: commands that need it fail."""
+    """Until no component of the running stack is restarting and a planner of it answers; the stack's state,
+    or None when no stack runs. ServiceDown if the planner stays down (given up, or past `timeout_s`); another
+    component the supervisor gave up on is named and left: commands that need it fail."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     told: set[str] = set()
@@ -78,11 +78,12 @@ async def wait_for_stack(settings: Settings, say: Callable[[str], None],
         for c in components:
             if c.get("state", "running") != "running":
                 tell(c["name"], _down(c) + ("" if c.get("gave_up") else ": waiting for the stack to bring it back"))
-        planners = [c for c in components if c["name"].partition("-")[0] == "planner"]
+        planners = [c for c in components if c["name"].partition("-")[0] == "planner"]  # replicas: planner-<i>
         if planners and all(c.get("gave_up") for c in planners):
             raise ServiceDown(_down(planners[0]))
+        live = [c for c in planners if not c.get("gave_up")]
         restarting = any(c.get("state") == "restarting" for c in components)
-        if not restarting and await check_health(settings.endpoint("planner").target):
+        if not restarting and (not live or await check_health(live[0]["address"])):
             return state
         for c in planners:
             if c.get("restarts"):  # started again, not serving yet

@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,7 +202,11 @@ class Stack:
     components: list[Component] = field(default_factory=list)
     supervise: bool = True  # restart dead children while the stack runs (see `watch`)
     _lock: IO[str] | None = None
-    _watcher: asyncio.Task[None] | None = None
+    _watcher: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference to a task
+    # `stop()` may run in another thread (asyncio.to_thread) while `watch` runs on the loop: once it has
+    # begun, no child is started again.
+    _stopping: bool = False
+    _children_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def state_dir(self) -> Path:
@@ -310,6 +315,7 @@ class Stack:
 
     async def start(self, timeout_s: float = 120.0) -> None:
         self._acquire_lock()
+        self._stopping = False
         try:
             self._lay_out_replicas()
             self.preflight()
@@ -347,13 +353,18 @@ class Stack:
 
     # -- supervise --------------------------------------------------------------------------------
     async def watch(self) -> None:
-        """Restart dead children until `stop()` (which cancels this)."""
-        while True:
+        """Restart dead children until `stop()`."""
+        while not self._stopping:
             self.check_children(time.monotonic())
             await asyncio.sleep(WATCH_TICK_S)
 
     def check_children(self, now: float) -> None:
         """Reap each child that died and plan its restart; start those whose backoff is over."""
+        with self._children_lock:
+            if not self._stopping:
+                self._check_children(now)
+
+    def _check_children(self, now: float) -> None:
         changed = False
         for c in self.components:
             if c.process is None or c.restarts.gave_up:
@@ -448,9 +459,8 @@ class Stack:
     # -- stop -------------------------------------------------------------------------------------
     def stop(self, grace_s: float = 10.0) -> None:
         """Stop services first, then Temporal, then NATS; each whole process group."""
-        if self._watcher is not None:
-            self._watcher.cancel()  # it never runs again: stop() does not yield to the event loop
-            self._watcher = None
+        with self._children_lock:
+            self._stopping = True  # `watch` ends at its next look
         for group in (("service",), ("temporal",), ("nats",)):
             # Not those known dead (restarting, given up): their pid was reaped and may be another process's now.
             members = [c for c in self.components
