@@ -30,6 +30,7 @@ from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, SearchResult
 from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, revisits, theta
 from evoskill.core.search.model import SearchModel, SimulateFn
+from evoskill.core.search.trigger import needs_search
 from evoskill.core.state_text import notes_after, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
@@ -196,9 +197,10 @@ class EpisodePlayer:
                 chosen = actions[rng.randrange(len(actions))]
             elif agent == "policy":
                 config = SearchConfig.from_proto(request.config, self.settings)
-                chosen = self._act(session.session_id, request.env_spec, target, config)
+                chosen, cost = self._act(session.session_id, request.env_spec, target, config)
             elif agent == "demo":
-                self._candidates(session.session_id, target)  # θ learns from it as it reads a real step
+                # θ learns from it as it reads a real step: the children it steps for that are counted
+                cost = self._candidates(session.session_id, target).env_steps
                 played = self._gold_step(session.session_id, gold)
                 if played is None:
                     break
@@ -264,14 +266,15 @@ class EpisodePlayer:
         self.visited[root.state_key] += 1
         return env
 
-    def _act(self, session_id: str, env_spec: str, target: events_pb2.SearchTarget, config: SearchConfig) -> str:
+    def _act(self, session_id: str, env_spec: str, target: events_pb2.SearchTarget,
+             config: SearchConfig) -> tuple[str, int]:
         """θ's most likely action among the candidates search would consider: the actions that change
         nothing are left out, as in search; θ alone cannot tell a door it already opened from a closed
         one as well as the world can. Like search, θ reads which candidates lead back to a visited state,
         and, as search charges revisits, each earlier visit to where a candidate leads costs it
         `policy_revisit_penalty` of logit: a greedy policy that loves "move north" otherwise walks between
         two rooms until the step limit. Retrieved memories tilt its logits as they tilt search's priors
-        (search.memory_weight > 0)."""
+        (search.memory_weight > 0). Returns the action and the environment steps spent on the children."""
         assert self.policy is not None
         env = self._candidates(session_id, target)
         env.advice += [theta(self.policy), *self._advice(env_spec, env, config, with_llm=False)]
@@ -279,7 +282,8 @@ class EpisodePlayer:
         actions = list(env.actions(()))
         visits = [self.visited[env.nodes[(a,)].state_key] if seen else 0
                   for a, seen in zip(actions, env.seen(()), strict=True)]
-        return actions[int(np.argmax(np.asarray(logits) - config.policy_revisit_penalty * np.asarray(visits)))]
+        charged = np.asarray(logits) - config.policy_revisit_penalty * np.asarray(visits)
+        return actions[int(np.argmax(charged))], env.env_steps
 
     def _advice(self, env_spec: str, env: SearchModel, config: SearchConfig, with_llm: bool = True) -> list[Advice]:
         """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
@@ -320,6 +324,11 @@ class EpisodePlayer:
             env.advice += self._advice(request.env_spec, env, config)
             if policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(self.visited.__getitem__, config.policy_revisit_penalty))
+            if policy is not None and config.entropy_trigger > 0:
+                sure = self._if_sure(env, config, index)
+                if sure is not None:
+                    span.set_attribute("evoskill.simulations", 0)
+                    return sure
             result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         self.visited[env.nodes[()].state_key] += 1
@@ -330,3 +339,24 @@ class EpisodePlayer:
             nodes=result.stats.nodes, max_depth=result.stats.max_depth, early_stopped=result.stats.early_stopped,
             seconds=time.perf_counter() - started))
         return chosen, search_reply(result, actions, chosen), search_target(result, env), env.env_steps
+
+    def _if_sure(self, env: SearchModel, config: SearchConfig,
+                 index: int) -> tuple[str, planner_pb2.SearchReply, events_pb2.SearchTarget, int] | None:
+        """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
+        (`entropy_trigger`); None where search should decide. The step's target has no visits: the learner
+        reads it as the action taken, as for θ alone."""
+        (logits,) = env.advise([()]).logits or []
+        if needs_search(logits, config.entropy_trigger):
+            return None
+        self.visited[env.nodes[()].state_key] += 1
+        actions, priors = list(env.actions(())), np.exp(logits - np.max(logits))
+        chosen = actions[int(np.argmax(logits))]
+        root = env.nodes[()]
+        target = events_pb2.SearchTarget(actions=root.observation.valid_actions, templates=root.templates,
+                                         seen=env.seen((), root.observation.valid_actions))
+        reply = planner_pb2.SearchReply(
+            action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
+                                 for a, p in zip(actions, priors / priors.sum(), strict=True)],
+            stats=planner_pb2.TreeStats(env_steps=env.env_steps))
+        self.stats.append(events_pb2.SearchStats(episode_id=self.completed.episode_id, step_index=index))
+        return chosen, reply, target, env.env_steps
