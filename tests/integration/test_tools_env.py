@@ -3,6 +3,7 @@ tool that hangs or crashes is stopped and reported, and the episode goes on."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -138,3 +139,26 @@ def test_a_tool_that_does_not_start_fails_the_reset_naming_it(tmp_path: Path) ->
     path = write_tasks(tmp_path, {"goal": "g", "check": "pytools:add", "tools": [{"command": "python -c 'exit(4)'"}]})
     with make_env(f"tools:{path}") as env, pytest.raises(Exception, match="could not start: exited with code 4"):
         env.reset(0, "train")
+
+
+async def test_a_worker_the_sandbox_kills_mid_call_takes_its_tool_processes_along(tmp_path: Path) -> None:
+    """A tool stuck in a call never reads that its pipe closed: it dies with the worker (launch.py's tie)."""
+    from evoskill.sandbox.worker import Worker, WorkerCrashed
+
+    server = {"command": sys.executable, "args": [str(tmp_path / "faulty_server.py")]}  # its path names it
+    path = write_tasks(tmp_path, {"goal": "g", "expected_answer": 1, "tools": [server, "pytools:stall_py"]})
+    worker = Worker(memory_mb=0, step_timeout_s=10.0)
+    try:
+        await worker.call(120.0, "open", f"tools:{path}", 0, "train", "e1", (0.0, 0.0), False, False, None)
+        assert len(processes_mentioning(str(tmp_path))) == 2  # the MCP server and the Python tool host
+        # The sandbox's step timeout, here 1 s, kills the worker (the call fails as a crash: worker.py catches
+        # the TimeoutError it raises as an OSError).
+        with pytest.raises((TimeoutError, WorkerCrashed)):
+            await worker.call(1.0, "step", "stall_py(seconds=600)")
+    finally:
+        worker.kill()
+    for _ in range(50):
+        if not processes_mentioning(str(tmp_path)):
+            break
+        await asyncio.sleep(0.1)
+    assert processes_mentioning(str(tmp_path)) == []
