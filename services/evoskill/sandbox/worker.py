@@ -151,6 +151,8 @@ class Worker:
                     raise TimeoutError(f"environment call {message[0]!r} took longer than {timeout_s:.1f}s; "
                                        "its worker was killed and replaced")
                 status, payload = self._conn.recv()
+            except TimeoutError:
+                raise  # ours, above (an OSError too): the call was slow, the worker did not die by itself
             except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as exc:
                 self.kill()
                 raise WorkerCrashed(f"environment worker died during {message[0]!r} "
