@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TemporalSettings
+from evoskill.platform.config import NatsSettings, SandboxSettings, ServiceEndpoint, Settings, TemporalSettings
 from evoskill.stack.supervisor import binary, free_port, free_ports, nats_ready, temporal_ready
 
 # No test asserts wall-clock time: hypothesis's per-example deadline is one, and fails on a loaded 2-core machine.
@@ -88,6 +88,8 @@ def make_settings(state_dir: Path, **overrides: object) -> Settings:
         "state_dir": state_dir,
         "nats": NatsSettings(port=nats, backoff_s=[0.05, 0.1, 0.2], max_deliver=3),
         "temporal": TemporalSettings(port=temporal, task_queue=f"evoskill-test-{os.getpid()}"),
+        # pytest's folders are private to whoever runs it: a root sandbox's workers stay root to read them.
+        "sandbox": SandboxSettings(run_as=""),
     }
     for service, port in zip(services, ports, strict=True):
         fields[f"{service}_endpoint"] = ServiceEndpoint(port=port)

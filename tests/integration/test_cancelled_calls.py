@@ -81,4 +81,4 @@ async def test_a_cancelled_episode_closes_its_session(sandbox: tuple[Settings, S
         await until(lambda: any(s.steps_used for s in servicer.sessions.values()), "the episode to search")
         call.cancel()
     await until(lambda: not servicer.sessions, "the cancelled episode's session to close", 30)
-    assert servicer.idle  # its worker is back in the pool
+    assert servicer.idle[False]  # its worker is back in the pool

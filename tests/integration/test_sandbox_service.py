@@ -151,7 +151,7 @@ async def test_a_session_whose_client_is_gone_is_closed_and_its_worker_stopped(s
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await stub.Step(sandbox_pb2.StepRequest(session_id=left.session_id, action="look around"))
             assert info.value.code() == grpc.StatusCode.NOT_FOUND and "expired" in (info.value.details() or "")
-            assert worker not in servicer.idle  # stopped, not pooled
+            assert worker not in servicer.idle[False]  # stopped, not pooled
             await stub.Step(sandbox_pb2.StepRequest(session_id=used.session_id, action="look around"))
     finally:
         await running.stop()

@@ -57,6 +57,8 @@ class EnvScheme:
     ``environments()`` lists the games for :func:`~evoskill.envs.list_environments`. ``file_names``: the
     name is a file's path (any text without '?'), which ``parse`` makes absolute, and clients send the spec in
     that form (:func:`~evoskill.envs.spec.located`), since services run in folders of their own.
+    ``network(spec)``: whether the game reaches hosts outside its process tree (a tool server over HTTP); the
+    sandbox runs every other game where no connection leaves its worker (default: none does).
     """
 
     make: Callable[..., TextEnv]
@@ -65,6 +67,7 @@ class EnvScheme:
     aliases: tuple[str, ...] = ()
     environments: Callable[[], list[EnvironmentInfo]] | None = None
     file_names: bool = False
+    network: Callable[[EnvSpec], bool] | None = None
 
     @classmethod
     def gym(cls, factory: Callable[[EnvSpec], Any], **fields: Any) -> EnvScheme:
@@ -134,6 +137,12 @@ def _load(ep: EntryPoint) -> _Declared:
     if not isinstance(obj, EnvScheme):
         return _Declared(ep.name, None, origin, f"{ep.value} is a {type(obj).__name__}, not an EnvScheme")
     return _Declared(ep.name, obj, origin)
+
+
+def needs_network(spec: EnvSpec) -> bool:
+    """Whether the game ``spec`` (parsed) names reaches hosts outside its process tree (``EnvScheme.network``)."""
+    network = scheme_registry().resolve(spec.scheme)[1].network
+    return network is not None and network(spec)
 
 
 @functools.cache

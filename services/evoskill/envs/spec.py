@@ -124,7 +124,11 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\- ().]*$")
-_PATH_RE = re.compile(r"^[^?\x00]+$")  # the name of a scheme whose names are file paths
+_PATH_RE = re.compile(r"^[^?\x00-\x1f\x7f]+$")  # the name of a scheme whose names are file paths
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_INT_RE = re.compile(r"-?\d{1,9}")  # fits the JVM's int
+# The documented forms of tw-make's options: an integer, a 1/0 flag, one of its choices, or a theme's name.
+_WORD_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class EnvSpecError(InvalidInput):
@@ -194,6 +198,8 @@ def _split_params(spec: str, query: str) -> dict[str, str]:
             raise EnvSpecError(f"bad parameter name {key!r} in {spec!r}; names are letters, digits, '_' or '-'")
         if not value:
             raise EnvSpecError(f"parameter {key!r} in {spec!r} has an empty value")
+        if _CONTROL_RE.search(value):
+            raise EnvSpecError(f"parameter {key!r} in {spec!r} has a control character in its value")
         if key in params:
             raise EnvSpecError(f"parameter {key!r} given twice in {spec!r}")
         params[key] = value
@@ -269,7 +275,7 @@ def parse_twx(name: str, params: dict[str, str], validate: bool) -> tuple[str, d
             if key not in known:
                 accepted = ", ".join(known) if known else "none"
                 raise EnvSpecError(f"unknown parameter {key!r} for twx:{game}; accepted parameters: {accepted}")
-            if not re.fullmatch(r"-?\d+", value):
+            if not _INT_RE.fullmatch(value):
                 raise EnvSpecError(f"parameter {key}={value!r} for twx:{game} must be an integer")
     return game, dict(params)
 
@@ -286,6 +292,10 @@ def parse_tw(name: str, params: dict[str, str], validate: bool) -> tuple[str, di
                 f"parameter {k!r} is set by the adapter for tw:{generator} (seed and output come from "
                 f"reset(seed, fold) and the cache dir); remove it"
             )
+    for k, v in norm_params.items():
+        if not _WORD_RE.fullmatch(v):
+            raise EnvSpecError(f"parameter {k}={v[:64]!r} for tw:{generator} must be a number, a flag, a choice or a "
+                               "name (letters, digits, '_' or '-', at most 64)")
     if validate:
         from evoskill.envs.textworld_env import validate_tw_options  # lazy: imports textworld
 

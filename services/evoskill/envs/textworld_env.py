@@ -115,6 +115,15 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return out
 
 
+@functools.cache
+def tw_themes() -> tuple[str, ...]:
+    """The text grammars installed with TextWorld (``--theme``): the names their ``NAME_*.twg`` files start with."""
+    from textworld.generator import KnowledgeBase
+
+    folder = Path(KnowledgeBase.default().text_grammars_path)
+    return tuple(sorted({p.name.split("_", 1)[0] for p in folder.glob("*.twg")}))
+
+
 def tw_make_argv(spec: EnvSpec, fold: str | None = None) -> list[str]:
     """``tw-make`` arguments for ``spec`` (without --seed/--output), checked by tw-make's parser.
 
@@ -134,6 +143,9 @@ def tw_make_argv(spec: EnvSpec, fold: str | None = None) -> list[str]:
             raise EnvSpecError(
                 f"unknown option {key!r} for tw:{spec.name}; accepted: {', '.join(sorted(options)) or 'none'}"
             )
+        if key == "theme" and value not in tw_themes():  # tw-make reads a file named after it
+            raise EnvSpecError(f"parameter theme={value!r} for tw:{spec.name} is not an installed theme; accepted: "
+                               f"{', '.join(tw_themes())}")
         flag = "--" + key.replace("_", "-")
         if flag not in action.option_strings:
             flag = next(o for o in action.option_strings if o.startswith("--"))

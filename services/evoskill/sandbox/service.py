@@ -6,12 +6,17 @@ memory, so its id names this replica (`<advertised address>/<id>`, see `platform
 owner, and a call that reaches another replica is answered NOT_FOUND naming the owner. A session that no call
 has used for `sandbox.session_idle_s` (its client is gone: crashed, killed, cancelled) is closed and its worker
 stopped, so an abandoned session does not hold a worker and its JVM until `max_sessions` push it out.
+Workers are confined (confine.py): a game that needs the network (`EnvScheme.network`) gets a worker of the
+host's network where `sandbox.network` allows, every other game one whose connections never leave it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import pwd
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,8 +24,9 @@ from dataclasses import dataclass, field
 import grpc
 
 from evoskill.common.v1 import common_pb2
-from evoskill.core.errors import InvalidInput, NotFound, ResourceExhausted
+from evoskill.core.errors import FailedPrecondition, InvalidInput, NotFound, ResourceExhausted
 from evoskill.envs import parse_spec
+from evoskill.envs.registry import needs_network
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import SandboxSettings, Settings
@@ -28,6 +34,8 @@ from evoskill.platform.replicas import owned_id, owner_of
 from evoskill.platform.rpc import rpc_method
 from evoskill.platform.service import ServiceParts
 from evoskill.platform.telemetry import tracer
+from evoskill.sandbox import cgroup
+from evoskill.sandbox.confine import Policy
 from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
 from evoskill.sandbox.worker import Worker
 
@@ -61,6 +69,21 @@ def textworld_cache_dir(settings: Settings) -> str:
     return str((settings.sandbox.textworld_cache_dir or settings.state_dir / "cache" / "textworld").resolve())
 
 
+def _writable_by_workers(folder: str, run_as: str) -> None:
+    """Make ``folder`` (the game cache) and let a root sandbox's workers, who become ``run_as``, write there."""
+    os.makedirs(folder, exist_ok=True)
+    if os.geteuid() != 0 or not run_as:
+        return
+    try:
+        user = pwd.getpwnam(run_as)
+    except KeyError:
+        return  # the workers say so (confine.py)
+    for path, _, files in os.walk(folder):
+        for name in [path, *(os.path.join(path, f) for f in files)]:
+            with contextlib.suppress(OSError):
+                os.chown(name, user.pw_uid, user.pw_gid)
+
+
 class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
     def __init__(self, settings: Settings, bus: Bus | None) -> None:
         self.settings: SandboxSettings = settings.sandbox
@@ -68,20 +91,43 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
         self.bus = bus
         self.address = settings.endpoint("sandbox").advertised  # names the sessions this replica holds
         self.sessions: dict[str, Session] = {}
-        self.idle: list[Worker] = []
+        self.idle: dict[bool, list[Worker]] = {False: [], True: []}  # by whether they have the host's network
         self.opened = 0  # sessions this replica has made (their ids count them)
+        _writable_by_workers(self.cache_dir, self.settings.run_as)
+        cgroup.sweep()  # what a killed sandbox left
 
     # -- workers ----------------------------------------------------------------------------------
-    def _worker(self) -> Worker:
-        while self.idle:
-            worker = self.idle.pop()
+    def _policy(self, network: bool) -> Policy:
+        s = self.settings
+        return Policy(network=network, private_files=s.private_files, writable=(self.cache_dir,), run_as=s.run_as,
+                      max_processes=s.max_processes, cpu_s=s.cpu_s, max_open_files=s.max_open_files,
+                      max_file_mb=s.max_file_mb)
+
+    def _network(self, spec: str) -> bool:
+        """Whether the game's worker gets the host's network (a bad spec fails here, naming the problem)."""
+        parsed = parse_spec(spec)
+        if self.settings.network == "host":
+            return True
+        if not needs_network(parsed):
+            return False
+        if self.settings.network == "none":
+            raise FailedPrecondition(f"{spec[:200]!r} reaches the network (an MCP server over HTTP) and this "
+                                     "sandbox's workers have none (sandbox.network is 'none')")
+        return True
+
+    def _worker(self, network: bool) -> Worker:
+        idle = self.idle[network]
+        while idle:
+            worker = idle.pop()
             if worker.alive:
                 return worker
-        return Worker(self.settings.memory_mb, self.settings.step_timeout_s)
+        return Worker(self.settings.memory_mb, self.settings.step_timeout_s, self._policy(network))
 
     def _release(self, worker: Worker) -> None:
-        if worker.alive and len(self.idle) < 4:
-            self.idle.append(worker)  # keeps its JVM warm for the next session
+        idle = self.idle[worker.policy.network]
+        # Each of its processes is held to cpu_s of CPU: one that used half of it plays no more sessions.
+        if worker.alive and len(idle) < 4 and worker.cpu_s() < worker.policy.cpu_s / 2:
+            idle.append(worker)  # keeps its JVM warm for the next session
         else:
             worker.close()
 
@@ -140,11 +186,11 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
 
     async def _open(self, spec: str, seed: int, fold: str, episode_id: str, quota: int,
                     gold: bool) -> tuple[Session, common_pb2.Observation]:
-        parse_spec(spec)  # a bad spec fails here, naming the problem, before any worker work
+        network = self._network(spec)  # a bad spec fails here, naming the problem, before any worker work
         if fold not in FOLDS:
             raise InvalidInput(f"fold {fold!r} is not one of {', '.join(FOLDS)}")
         await self._evict_if_full()
-        worker = self._worker()
+        worker = self._worker(network)
         self.opened += 1
         session = Session(
             id=owned_id(self.address, f"s{self.opened}-{uuid.uuid4().hex[:8]}"),
@@ -218,10 +264,11 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
     async def close(self) -> None:
         for session in list(self.sessions.values()):
             session.worker.close()
-        for worker in self.idle:
-            worker.close()
+        for idle in self.idle.values():
+            for worker in idle:
+                worker.close()
+            idle.clear()
         self.sessions.clear()
-        self.idle.clear()
 
     async def kill_worker(self, session_id: str) -> None:
         """Tests and fault drills: the session's worker dies as if it crashed."""

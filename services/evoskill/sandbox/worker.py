@@ -1,9 +1,11 @@
 """Environment worker processes: one environment per process, replaced when it crashes or hangs.
 
-The parent talks to a worker over a pipe (pickled tuples). A call that exceeds the step timeout
+The parent talks to a worker over a pipe (pickled tuples). A worker confines itself first (confine.py, in a
+folder of its own the parent makes and removes) and says what it got. A call that exceeds the step timeout
 kills the worker's whole process group (the JVM included) and fails with TimeoutError; a worker that
-dies mid-call fails it with WorkerCrashed; a worker whose memory (with its children, e.g. the JVM)
-exceeds the cap is killed and the call fails with ResourceExhausted. The service then starts a
+dies mid-call fails it with WorkerCrashed; a worker whose resident memory (with every process under it: the
+JVM, tool processes) exceeds the cap, watched while a call runs and after it, is killed and the call fails
+with ResourceExhausted. The service then starts a
 fresh worker; the session that lived in the dead one is gone, and the error says so. A domain error
 (`evoskill.core.errors`) raised in the worker is raised again in the parent as its kind; anything else
 is a bug, logged with the worker's stack trace and raised as WorkerError.
@@ -16,14 +18,19 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import shutil
 import signal
+import tempfile
 import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from evoskill.core import errors
+from evoskill.sandbox import cgroup
+from evoskill.sandbox.confine import Confinement, Policy, confine
 
 log = logging.getLogger(__name__)
 _CTX = mp.get_context("spawn")  # never fork a process that runs gRPC's threads
@@ -47,12 +54,15 @@ def _kind(exc: Exception) -> str:
     return next((kind.__name__ for kind in _CROSSING if isinstance(exc, kind)), "")
 
 
-def _worker_main(conn: Connection, limits: dict[str, Any] | None = None) -> None:
+def _worker_main(conn: Connection, policy: Policy, folder: str, limits: dict[str, Any] | None = None) -> None:
     os.setpgid(0, 0)  # own process group: killing it takes the JVM along
-    from evoskill.sandbox.confine import confine
+    try:
+        conn.send(("ready", confine(policy, folder)))  # before any import that may start a thread
+    except Exception as exc:  # the answer to the first call: this worker runs nothing
+        conn.send(("error", ("Unavailable", type(exc).__name__, f"the environment worker could not confine "
+                             f"itself: {exc}", traceback.format_exc(limit=8))))
+        return
     from evoskill.sandbox.host import EnvHost, Faults
-
-    confine()
 
     host: EnvHost | None = None
     opened: tuple[Any, ...] = ()  # what `host` was opened with, but the game
@@ -103,33 +113,75 @@ def _dispatch(host: Any, command: str, args: tuple[Any, ...]) -> Any:
     raise ValueError(f"unknown worker command {command!r}")
 
 
-def _rss_mb(pgid: int) -> float:
-    """Resident memory of every process in the group (worker + JVM), in MiB."""
-    total = 0
-    for entry in Path("/proc").iterdir():
+def _pss_kb(pid: int) -> int | None:
+    """Proportional resident memory: a page shared by n processes (a fork's, a library's) counts 1/n in each."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _tree(pid: int) -> tuple[float, float]:
+    """Resident memory (MiB) and CPU time (s) of the worker and every process under it (its group, the JVM, tool
+    processes in sessions of their own)."""
+    stats: dict[int, tuple[int, int, float, int]] = {}  # pid -> parent, group, cpu ticks, rss pages
+    for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            if int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:
-                continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except (OSError, ValueError):
+            stat = Path(entry.path, "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            stats[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[11]) + int(fields[12]),
+                                      int(fields[21]))
+        except (OSError, ValueError, IndexError):
             continue
-    return total / 1024
+    ours, frontier = set(), {pid} | {p for p, (_, group, _, _) in stats.items() if group == pid}
+    while frontier:
+        ours |= frontier
+        frontier = {p for p, (parent, _, _, _) in stats.items() if parent in frontier and p not in ours}
+    found = {p: stats[p] for p in ours if p in stats}
+    kib = 0
+    for p, (_, _, _, pages) in found.items():
+        pss = _pss_kb(p)
+        kib += pss if pss is not None else pages * _PAGE // 1024
+    return kib / 1024, sum(s[2] for s in found.values()) / _TICKS
+
+
+_PAGE, _TICKS = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+WATCH_S = 0.25  # how often a running call's memory is looked at
+_told: set[str] = set()  # fallbacks already logged by this process
+
+
+def _log_fallbacks(confinement: Confinement) -> None:
+    for note in confinement.notes:
+        if note not in _told:
+            _told.add(note)
+            log.warning("environment workers run with less isolation than configured: %s "
+                        "(docs/operations.md, 'Bad input and faults')", note)
+
+
+def _died(code: int | None) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        return f"killed by {name}" + (" (its CPU time limit, sandbox.cpu_s)" if name == "SIGXCPU" else "")
+    return f"exit code {code}"
 
 
 class Worker:
     """Parent-side handle of one worker process; calls are serialised by a lock. ``step_timeout_s`` (with
     ``memory_mb``) reaches an environment that runs processes of its own (EnvHost.open's ``limits``)."""
 
-    def __init__(self, memory_mb: int, step_timeout_s: float | None = None) -> None:
+    def __init__(self, memory_mb: int, step_timeout_s: float | None = None, policy: Policy | None = None) -> None:
         self.memory_mb = memory_mb
+        self.policy = policy or Policy()
+        self.folder = tempfile.mkdtemp(prefix="evoskill-worker-")
+        self.confinement: Confinement | None = None  # what it got, once it said so (the first call)
         self._conn, child = _CTX.Pipe()
         limits = {"step_timeout_s": step_timeout_s, "memory_mb": memory_mb} if step_timeout_s else None
-        self.process = _CTX.Process(target=_worker_main, args=(child, limits), daemon=True)
+        self.process = _CTX.Process(target=_worker_main, args=(child, self.policy, self.folder, limits), daemon=True)
         self.process.start()
         assert self.process.pid is not None
         self.pid: int = self.process.pid
@@ -141,26 +193,46 @@ class Worker:
     def alive(self) -> bool:
         return self.process.is_alive()
 
+    def cpu_s(self) -> float:
+        """CPU time its processes alive now have used (each is held to ``policy.cpu_s``)."""
+        return _tree(self.pid)[1]
+
+    def _watch_memory(self) -> None:
+        if self.memory_mb and _tree(self.pid)[0] > self.memory_mb:
+            self.kill()
+            raise errors.ResourceExhausted(f"environment worker exceeded its memory cap of {self.memory_mb} MiB; "
+                                           "it was killed and the session is lost")
+
+    def _reply(self, timeout_s: float, command: str) -> tuple[str, Any]:
+        """The worker's answer to the call just sent, its memory watched while it runs."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise TimeoutError(f"environment call {command!r} took longer than {timeout_s:.1f}s; "
+                                   "its worker was killed and replaced")
+            if self._conn.poll(min(left, WATCH_S)):
+                status, payload = self._conn.recv()
+                if status != "ready":
+                    return status, payload
+                self.confinement = payload
+                _log_fallbacks(payload)
+            else:
+                self._watch_memory()
+
     def _call_blocking(self, timeout_s: float, message: tuple[Any, ...]) -> Any:
         with self._lock:
             try:
                 self._conn.send(message)
-                ready = self._conn.poll(timeout_s)
-                if not ready:
-                    self.kill()
-                    raise TimeoutError(f"environment call {message[0]!r} took longer than {timeout_s:.1f}s; "
-                                       "its worker was killed and replaced")
-                status, payload = self._conn.recv()
-            except TimeoutError:
-                raise  # ours, above (an OSError too): the call was slow, the worker did not die by itself
+                status, payload = self._reply(timeout_s, message[0])
+            except (TimeoutError, errors.ResourceExhausted):
+                raise  # ours, above (TimeoutError is an OSError too): the worker did not die by itself
             except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as exc:
                 self.kill()
                 raise WorkerCrashed(f"environment worker died during {message[0]!r} "
-                                    f"(exit code {self.process.exitcode}); the session is lost") from exc
-        if self.memory_mb and _rss_mb(self.pid) > self.memory_mb:
-            self.kill()
-            raise errors.ResourceExhausted(f"environment worker exceeded its memory cap of {self.memory_mb} MiB; "
-                                         "it was killed and the session is lost")
+                                    f"({_died(self.process.exitcode)}); the session is lost") from exc
+        self._watch_memory()
         if status == "error":
             kind, name, text, trace = payload
             if kind:
@@ -177,6 +249,8 @@ class Worker:
             os.killpg(self.pid, signal.SIGKILL)
         self.process.join(timeout=5)
         self._conn.close()
+        cgroup.stop(self.pid)  # where it has one: whatever it started that is still running
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def close(self) -> None:
         if self.alive:

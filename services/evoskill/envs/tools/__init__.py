@@ -13,7 +13,7 @@ from typing import Any
 from evoskill.envs.base import TextEnv
 from evoskill.envs.registry import EnvScheme, EnvUnavailableError
 from evoskill.envs.spec import EnvironmentInfo, EnvSpec
-from evoskill.envs.tools.task import PARAMS, parse_tools_spec
+from evoskill.envs.tools.task import PARAMS, HttpServer, load_tasks, parse_tools_spec, spec_servers
 
 EXAMPLE = "tools:examples/evoskill-tools-example/tasks.jsonl"
 
@@ -35,5 +35,11 @@ def _environments() -> list[EnvironmentInfo]:
                             "(docs/tools.md)", PARAMS, (), _available(), EXAMPLE)]
 
 
+def _network(spec: EnvSpec) -> bool:
+    """A task file that names an MCP server over HTTP (in a task or the spec's servers=) reaches the network."""
+    sources = [*spec_servers(spec.params), *(s for task in load_tasks(spec.name).tasks for s in task.tools)]
+    return any(isinstance(s, HttpServer) for s in sources)
+
+
 TOOLS = EnvScheme(make=_make, parse=parse_tools_spec, description="Tool tasks from a JSONL file (docs/tools.md)",
-                  environments=_environments, file_names=True)
+                  environments=_environments, file_names=True, network=_network)

@@ -4,7 +4,9 @@ Run as a file (``python -I -S launch.py PARENT_PID MEMORY_MB -- COMMAND ...``), 
 evoskill. The tool process gets its own process group (the caller starts it in a new session), so a hanging
 tool is stopped with its children; it dies with the process that started it (PR_SET_PDEATHSIG: a worker the
 sandbox kills leaves no server behind); and its address space is capped (a runaway tool fails its call, not
-the worker). It inherits the worker's confinement (no new privileges, no core dumps, bounded files).
+the worker). It inherits the worker's confinement (sandbox/confine.py): its user, network and mount
+namespaces, its rlimits (processes, CPU time, open files, file size, no core dumps), no new privileges and no
+capabilities.
 """
 
 import ctypes

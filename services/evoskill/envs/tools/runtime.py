@@ -3,8 +3,9 @@
 The env (in a sandbox worker) calls them through a :class:`ToolBox`, synchronously; the I/O runs on one event
 loop in a thread of the env. Every tool process is started by ``launch.py``: its own process group, tied to
 the worker's life, its address space capped. A call that outlasts its timeout stops the tool's process (its
-whole group), a process that dies mid-call is reported, and either way the call ends in a
-:class:`ToolFailure` the env turns into an observation; the next call starts a fresh process. MCP servers over
+whole group), a process that dies mid-call is reported, and either way the call ends in a :class:`ToolFailure`
+the env turns into an observation; the next call starts a fresh process. A Python call that leaves processes
+running (a fork) stops the host with them once its answer is in. MCP servers over
 streamable HTTP run elsewhere: a timeout drops the connection, and the next call opens another.
 """
 
@@ -123,6 +124,14 @@ class _ToolProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
+    def has_children(self) -> bool:
+        """Whether the process has children now (of any of its threads)."""
+        if self.process is None:
+            return False
+        with contextlib.suppress(OSError):
+            return any(p.read_text().split() for p in Path(f"/proc/{self.process.pid}/task").glob("*/children"))
+        return False
+
     async def kill(self) -> None:
         """Stop the process's whole group at once, and remember how it ended."""
         process, self.process = self.process, None
@@ -173,6 +182,8 @@ class PythonHost:
                 if not ready.get("ok"):
                     raise ToolFailure("error", str(ready.get("error", "the Python tool host did not start")))
             reply = await self._exchange(message, within_s, "answer")
+            if self.proc.has_children():  # a call leaves nothing running: what it started goes with the host
+                await self.proc.kill()
         if "ref" in message and reply.get("ok"):
             self.refs.add(message["ref"])
         if not reply.get("ok"):

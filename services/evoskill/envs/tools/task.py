@@ -6,6 +6,7 @@ Pure: parsing and checking the file imports no tool and starts no server.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 from dataclasses import dataclass
@@ -244,7 +245,7 @@ def parse_tools_spec(name: str, params: dict[str, str], validate: bool) -> tuple
         raise EnvSpecError(f"unknown parameter {unknown[0]!r} for tools:; accepted parameters: {', '.join(PARAMS)}")
     if "timeout" in params:
         try:
-            ok = float(params["timeout"]) > 0
+            ok = 0 < float(params["timeout"]) < math.inf
         except ValueError:
             ok = False
         if not ok:
