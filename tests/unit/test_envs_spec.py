@@ -77,6 +77,11 @@ def test_spec_fields() -> None:
         ("tw:zork", "'zork'", "tw-coin_collector"),
         ("tw:custom?seed=4", "'seed'", "reset(seed, fold)"),
         ("tw:custom?output=/tmp/x", "'output'", "cache dir"),
+        # Values in their documented forms only, before any game or tool sees them.
+        ("tw:custom?theme=../../x", "theme='../../x'", "letters, digits"),
+        ("twx:coin?numLocations=99999999999", "numLocations='99999999999'", "integer"),
+        ("sciworld:boil?openDoors=\x1b[2J1", "'openDoors'", "control character"),
+        ("tools:/tmp/a\nb.jsonl", "malformed name", "tools:/tmp/a"),
     ],
 )
 def test_bad_specs_name_the_problem(spec: str, must_name: str, must_list: str) -> None:
@@ -98,6 +103,7 @@ def test_bad_specs_name_the_problem(spec: str, must_name: str, must_list: str) -
         ("tw:tw-cooking?go=5", "--go", "choose from 1, 6, 9, 12"),
         ("tw:tw-cooking?open=maybe", "open='maybe'", "1/0"),
         ("tw:tw-simple?rewards=dense", "--goal", "rewards"),
+        ("tw:custom?theme=hous", "theme='hous' for tw:custom is not an installed theme", "basic, house"),
     ],
 )
 def test_bad_textworld_options_checked_by_tw_make_parser(spec: str, must_name: str, must_list: str) -> None:

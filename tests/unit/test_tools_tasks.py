@@ -110,6 +110,7 @@ def test_the_spec_names_a_file_by_path_and_canonically_by_its_absolute_path(monk
     ("tools:/nowhere/tasks.jsonl", "task file '/nowhere/tasks.jsonl': No such file or directory"),
     (f"tools:{EXAMPLE}?task=nope", "tasks.jsonl has no task 'nope'; its tasks: cheapest-scifi, favourite-author"),
     (f"tools:{EXAMPLE}?timeout=-1", "timeout='-1' must be a positive number of seconds"),
+    (f"tools:{EXAMPLE}?timeout=inf", "timeout='inf' must be a positive number of seconds"),
     (f"tools:{EXAMPLE}?colour=red", "unknown parameter 'colour' for tools:; accepted parameters: servers, task"),
 ])
 def test_a_bad_tools_spec_is_one_line_naming_it(spec: str, message: str) -> None:

@@ -124,9 +124,10 @@ def _pss_kb(pid: int) -> int | None:
     return None
 
 
-def _tree(pid: int) -> tuple[float, float]:
+def _tree(pid: int, proportional: bool = False) -> tuple[float, float]:
     """Resident memory (MiB) and CPU time (s) of the worker and every process under it (its group, the JVM, tool
-    processes in sessions of their own)."""
+    processes in sessions of their own). Memory is RSS, or with ``proportional`` the PSS (slower to read: the
+    kernel walks page tables), which never exceeds it and counts a page shared by a fork's processes once."""
     stats: dict[int, tuple[int, int, float, int]] = {}  # pid -> parent, group, cpu ticks, rss pages
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -145,7 +146,7 @@ def _tree(pid: int) -> tuple[float, float]:
     found = {p: stats[p] for p in ours if p in stats}
     kib = 0
     for p, (_, _, _, pages) in found.items():
-        pss = _pss_kb(p)
+        pss = _pss_kb(p) if proportional else None
         kib += pss if pss is not None else pages * _PAGE // 1024
     return kib / 1024, sum(s[2] for s in found.values()) / _TICKS
 
@@ -198,7 +199,7 @@ class Worker:
         return _tree(self.pid)[1]
 
     def _watch_memory(self) -> None:
-        if self.memory_mb and _tree(self.pid)[0] > self.memory_mb:
+        if self.memory_mb and _tree(self.pid)[0] > self.memory_mb and _tree(self.pid, True)[0] > self.memory_mb:
             self.kill()
             raise errors.ResourceExhausted(f"environment worker exceeded its memory cap of {self.memory_mb} MiB; "
                                            "it was killed and the session is lost")
