@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
@@ -53,8 +54,8 @@ def config_cmd(
 
 def _plain(value: object) -> object:
     """A setting as JSON and a person read it (paths and tuples as text and lists, not Python reprs)."""
-    if isinstance(value, Path):
-        return str(value)
+    if isinstance(value, Path | SecretStr):
+        return str(value)  # a secret shows masked, or empty when unset
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
@@ -79,7 +80,7 @@ def health(service: Annotated[str, typer.Argument(help="service name")]) -> None
     if service not in SERVICES:
         _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
     settings = Settings()
-    ok = asyncio.run(check_health(settings.endpoint(service).target))
+    ok = asyncio.run(check_health(settings.endpoint(service).target, settings=settings.grpc))
     raise typer.Exit(0 if ok else 1)
 
 

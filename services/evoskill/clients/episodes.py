@@ -90,7 +90,8 @@ async def services(settings: Settings, say: Callable[[str], None]) -> AsyncItera
     from evoskill.stack.supervisor import Stack, running_settings
 
     state_dir = settings.state_dir.resolve()
-    if await wait_for_stack(settings, say) is not None or await check_health(settings.endpoint("planner").target):
+    planner = settings.endpoint("planner").target
+    if await wait_for_stack(settings, say) is not None or await check_health(planner, settings=settings.grpc):
         with _explained(lambda: outage(live_state(settings), state_dir), ServiceDown):
             yield running_settings(settings)
         return
