@@ -84,6 +84,17 @@ def health(service: Annotated[str, typer.Argument(help="service name")]) -> None
     raise typer.Exit(0 if ok else 1)
 
 
+@app.command("nats-auth")
+def nats_auth() -> None:
+    """Print the nats-server `authorization` block for an external NATS: a user per service, named after it, allowed
+    only the subjects it publishes and consumes. Each password is a variable the server reads from its environment
+    (EVOSKILL_NATS_PASSWORD_<SERVICE>); give each service the same value as EVOSKILL_NATS__PASSWORD."""
+    from evoskill.platform.nats_auth import authorization
+
+    nats = Settings().nats
+    print(authorization(nats.subject_prefix, nats.stream, SERVICES), end="")
+
+
 def _print_endpoints(settings: Settings) -> None:
     from evoskill.stack.supervisor import read_state
 

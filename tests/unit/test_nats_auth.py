@@ -40,9 +40,9 @@ def test_every_subject_is_published_by_someone_it_is_consumed_from() -> None:
 
 async def test_a_service_bus_refuses_what_its_user_may_not_do() -> None:
     bus = Bus(Settings(), "reward")
-    with pytest.raises(PermissionDenied, match="reward does not publish policy.published"):
+    with pytest.raises(PermissionDenied, match=r"reward does not publish policy\.published"):
         await bus.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="v000001"))
-    with pytest.raises(PermissionDenied, match="reward does not consume episode.completed"):
+    with pytest.raises(PermissionDenied, match=r"reward does not consume episode\.completed"):
         bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
 
 

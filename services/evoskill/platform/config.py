@@ -50,6 +50,12 @@ class TlsSettings(_Group):
     def enabled(self) -> bool:
         return self.cert is not None or self.ca is not None
 
+    @field_validator("cert", "key", "ca")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """Relative to where the settings were read: the stack's children run in the state folder."""
+        return path.absolute() if path is not None else None
+
     @model_validator(mode="after")
     def _consistent(self) -> TlsSettings:
         if (self.cert is None) != (self.key is None):
