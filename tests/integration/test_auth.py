@@ -19,7 +19,7 @@ from evoskill.common.v1 import common_pb2
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import connect_options
 from evoskill.platform.config import QdrantSettings, TlsSettings
-from evoskill.platform.rpc import channel, check_health
+from evoskill.platform.rpc import channel, check_health, sync_channel
 from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
 from evoskill.stack.supervisor import Stack, nats_ready
 from tests.certificates import make_certificates
@@ -142,6 +142,10 @@ async def test_tls_on_nats_and_grpc_refuses_plaintext(tmp_path: Path) -> None:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        with sync_channel(target, settings.grpc) as blocking:  # what the planner's search dials the sandbox with
+            check = health_pb2_grpc.HealthStub(blocking).Check
+            reply = await asyncio.to_thread(check, health_pb2.HealthCheckRequest(), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
         no_client_cert = settings.grpc.model_copy(update={"tls": TlsSettings(ca=made.ca)})
         assert not await check_health(target, settings=no_client_cert)  # mutual: a client needs its certificate
 
