@@ -6,7 +6,7 @@ import pytest
 
 from evoskill.core.errors import InvalidInput
 from evoskill.core.search_config import NOT_ON_THE_WIRE, SearchConfig
-from evoskill.planner.episode import resolve_config
+from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import Settings
 

@@ -18,7 +18,7 @@ from evoskill.core.search.model import ROLLOUT_SEED_STRIDE, SearchModel
 from evoskill.core.state_text import candidate_text
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.episode import search_target
+from evoskill.planner.search_io import search_target
 from evoskill.platform.config import RewardSettings, Settings
 from evoskill.reward.service import RewardServicer
 from evoskill.sandbox.host import EnvHost

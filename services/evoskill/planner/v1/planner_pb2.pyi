@@ -132,23 +132,35 @@ class SearchReply(_message.Message):
     def __init__(self, action: _Optional[str] = ..., root: _Optional[_Iterable[_Union[ActionStat, _Mapping]]] = ..., root_value: _Optional[float] = ..., stats: _Optional[_Union[TreeStats, _Mapping]] = ...) -> None: ...
 
 class PlayEpisodeRequest(_message.Message):
-    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id")
+    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id", "shadow_policy_version")
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     FOLD_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     env_spec: str
     seed: int
     fold: str
     max_steps: int
     config: SearchConfig
     episode_id: str
-    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ...) -> None: ...
+    shadow_policy_version: str
+    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ..., shadow_policy_version: _Optional[str] = ...) -> None: ...
+
+class ShadowDecision(_message.Message):
+    __slots__ = ("action", "valid", "value")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    valid: bool
+    value: float
+    def __init__(self, action: _Optional[str] = ..., valid: _Optional[bool] = ..., value: _Optional[float] = ...) -> None: ...
 
 class EpisodeUpdate(_message.Message):
-    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps")
+    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +169,7 @@ class EpisodeUpdate(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_REWARD_FIELD_NUMBER: _ClassVar[int]
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     step_index: int
     action: str
@@ -165,4 +178,5 @@ class EpisodeUpdate(_message.Message):
     finished: bool
     total_reward: float
     env_steps: int
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ...) -> None: ...
+    shadow: ShadowDecision
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ...) -> None: ...
