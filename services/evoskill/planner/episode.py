@@ -27,7 +27,7 @@ from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn
 from evoskill.events.v1 import events_pb2
-from evoskill.planner.agents import AgentTools, agent_kind, build_agent, playable_kind
+from evoskill.planner.agents import AgentTools, agent_kind, playable_kind
 from evoskill.planner.llm import LlmProposer
 from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2
@@ -94,9 +94,8 @@ class EpisodePlayer:
             self.episode = episode_memory(request)
             try:
                 tools = AgentTools(self.sandbox, self.settings, self.score, self.memory, self.llm, self.stop)
-                agent = build_agent(tools, request, self.policy, session.gold_path)
-                shadow = (build_agent(tools, request, self.shadow_policy)
-                          if request.shadow_policy_version else None)
+                agent = kind.build(tools, request, self.policy, session.gold_path)
+                shadow = kind.build(tools, request, self.shadow_policy, ()) if request.shadow_policy_version else None
                 yield from self._loop(agent, shadow, session, max_steps)
             finally:
                 self.sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))
