@@ -19,6 +19,9 @@ def test_the_issue_suites_are_there_with_their_protocols() -> None:
     boil, find = SUITES["scienceworld-boil"], SUITES["scienceworld-find-animal"]
     assert (boil.budget.library_episodes, boil.budget.test_episodes, boil.budget.max_steps) == (5, 20, 100)
     assert find.budget.max_steps == 30 and find.env == "sciworld:find-animal?easy=1"
+    # thousands of candidates a step: no children stepped for marks; a --set of the same setting wins
+    assert setting_overrides([*find.settings, "search.prefetch_children=4"]) == {
+        "EVOSKILL_SEARCH__PREFETCH_CHILDREN": "4"} and setting_overrides(list(find.settings))
     for suite in SUITES.values():
         assert suite.quick.wall_time_s < suite.budget.wall_time_s
         if not suite.env.startswith("sciworld:") or scienceworld_available():
@@ -67,3 +70,26 @@ def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
     for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"]):
         with pytest.raises(ValueError, match="--budget"):
             with_budget(suite, False, bad)
+
+
+def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from evoskill.bench.quality import agent_rows, library_tally
+
+    suite = SUITES["coin"]
+    rows = agent_rows(suite.budget, ["policy", "policy+mcts"])
+    assert [r.agent for r in rows] == ["θ + MCTS (policy+mcts)", "θ alone (policy)"]
+    for bad in ([], ["policy", "theta"]):
+        with pytest.raises(ValueError, match="--agents"):
+            agent_rows(suite.budget, bad)
+    rows[0].record({"success_rate": 1.0, "mean_score": 1.0, "mean_env_steps": 300.0, "mean_steps": 10.0})
+    rows[1].record({"success_rate": 0.9, "mean_score": 0.9, "mean_env_steps": 40.0, "mean_steps": 8.0})
+    library = tmp_path / "library.jsonl"
+    library.write_text('{"won": true, "steps": [{}, {}]}\n{"won": false, "steps": [{}]}\n')
+    demos = library_tally(library)
+    assert (demos["episodes"], demos["won"], demos["steps"]) == (2, 1, 3)
+    result = quality_summary(suite, False, rows, demos, [{"seed": 0}], {"total_s": 1.0}, {})
+    assert result["comparisons"] == {}  # no baselines played
+    assert [a["env_steps_per_step_mean"] for a in result["agents"]] == [30.0, 5.0]
+    console = Console(record=True, width=200)
+    show_quality(console, result)
+    assert "θ alone (policy)" in console.export_text()

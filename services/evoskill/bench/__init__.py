@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from evoskill.bench.suites import AGENTS
+
 bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
 
 
@@ -83,20 +85,29 @@ def quality(
                                                           "(recorded with the figures)."),
     work_dir: Path = typer.Option(Path(".evoskill/bench/quality"), help="Library, stacks, reports and logs."),
     json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
+    library: Path | None = typer.Option(None, help="Reuse this library (JSONL, e.g. an earlier run's) instead of "
+                                                   "generating the suite's."),
+    agents: str = typer.Option(",".join(AGENTS), help="The rows to play, comma-separated (an ablation or a "
+                                                      "rerun of θ's rows needs no baselines)."),
 ) -> None:
     """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget."""
-    from evoskill.bench.quality import run_quality_bench, setting_overrides  # starts stacks; imported when run
+    from evoskill.bench.quality import agent_rows, run_quality_bench, setting_overrides  # imported when run
     from evoskill.bench.suites import resolve, with_budget
 
     try:
-        chosen, overrides = with_budget(resolve(suite, env), quick, budget), setting_overrides(set_)
+        chosen = with_budget(resolve(suite, env), quick, budget)
+        overrides = setting_overrides([*chosen.settings, *set_])
         if seeds < 1 or workers < 1:
             raise ValueError("--seeds and --workers must be >= 1")
+        rows = [a.strip() for a in agents.split(",") if a.strip()]
+        agent_rows(chosen.pick(quick), rows)
+        if library is not None and not library.is_file():
+            raise ValueError(f"--library {library}: no such file")
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     run_quality_bench(chosen, quick, seeds, workers, overrides, work_dir.resolve() / chosen.name.replace(":", "-"),
-                      json_path)
+                      json_path, library.resolve() if library else None, rows)
 
 
 @bench_app.command("targets")

@@ -53,12 +53,14 @@ class AgentRow:
     success: list[float] = field(default_factory=list)  # one per training seed (one value for baselines)
     score: list[float] = field(default_factory=list)
     env_steps: list[float] = field(default_factory=list)  # mean environment steps per episode, search included
+    steps: list[float] = field(default_factory=list)  # mean real steps per episode
 
     def record(self, report: dict[str, Any]) -> None:
         """One evaluation's figures (an `evoskill eval --json` report)."""
         self.success.append(report["success_rate"])
         self.score.append(report["mean_score"])
         self.env_steps.append(report["mean_env_steps"])
+        self.steps.append(report.get("mean_steps", 0.0))
 
     def mean_sd(self, values: list[float]) -> tuple[float, float]:
         return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0

@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.bench.outer_loop import AgentRow, EvalArgs, _cli, evaluate, play_baseline_rows, stack
-from evoskill.bench.suites import Budget, Suite
+from evoskill.bench.suites import AGENTS, Budget, Suite
 from evoskill.platform.config import Settings
 
 
@@ -58,41 +59,69 @@ def setting_overrides(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]:
+    """The rows of the agents asked for, in the table's order (θ's rows depend on θ; the others do not)."""
+    unknown = sorted(set(agents) - set(AGENTS))
+    if unknown or not agents:
+        raise ValueError(f"--agents {','.join(agents)}: expected some of {', '.join(AGENTS)}")
+    names = {"random": AgentRow("random", 0), "mcts": AgentRow("uniform-prior MCTS", budget.simulations),
+             "policy+mcts": AgentRow("θ + MCTS (policy+mcts)", budget.simulations),
+             "policy": AgentRow("θ alone (policy)", 0)}
+    return [names[a] for a in AGENTS if a in agents]
+
+
+def library_tally(path: Path) -> dict[str, Any]:
+    """A library reused from an earlier run (`--library`), tallied as `evoskill demos --json` reports one."""
+    episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {"episodes": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
+            "steps": sum(len(e.get("steps", [])) for e in episodes), "seconds": 0.0, "episodes_per_s": 0.0,
+            "reused": str(path)}
+
+
 def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overrides: dict[str, str],
-                      work_dir: Path, json_path: Path | None) -> dict[str, Any]:
+                      work_dir: Path, json_path: Path | None, library_from: Path | None = None,
+                      agents: Sequence[str] = AGENTS) -> dict[str, Any]:
     console = Console() if sys.stdout.isatty() else Console(width=140)
     budget = suite.pick(quick)
+    rows = agent_rows(budget, agents)
     args = EvalArgs(suite.env, budget.test_episodes, budget.max_steps, budget.parallel)
     console.print(f"[bold]{suite.name}[/] ({suite.env}){' --quick' if quick else ''}: {budget.describe()}")
     started = time.perf_counter()
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     library, log, plain = work_dir / "library.jsonl", work_dir / "bench.log", dict(os.environ, **overrides)
-    _cli("demos", "--env", suite.env, "--fold", "train", "--episodes", str(budget.library_episodes), "--workers",
-         str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"), env=plain, log=log)
-    demos = json.loads((work_dir / "demos.json").read_text())
+    if library_from is not None:
+        shutil.copyfile(library_from, library)
+        demos = library_tally(library)
+    else:
+        _cli("demos", "--env", suite.env, "--fold", "train", "--episodes", str(budget.library_episodes),
+             "--workers", str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"), env=plain,
+             log=log)
+        demos = json.loads((work_dir / "demos.json").read_text())
     wall = {"library_s": time.perf_counter() - started}
     console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps) in "
                   f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")
 
-    theta_search, theta_alone = AgentRow("θ + MCTS (policy+mcts)", budget.simulations), AgentRow("θ alone (policy)", 0)
-    baselines = [AgentRow("random", 0), AgentRow("uniform-prior MCTS", budget.simulations)]
+    by_agent = dict(zip((a for a in AGENTS if a in agents), rows, strict=True))
+    theta_rows = [(by_agent[a], a) for a in ("policy+mcts", "policy") if a in by_agent]
+    baselines = [by_agent[a] for a in ("random", "mcts") if a in by_agent]
     trained: list[dict[str, Any]] = []
-    for seed in range(seeds):
+    for seed in range(seeds if theta_rows else 1):
         folder = work_dir / f"seed-{seed}"
         seed_started = time.perf_counter()
         with stack(folder, overrides) as env:
-            version, losses = train_theta(suite.env, budget, seed, library, env, folder)
-            for row, agent in ((theta_search, "policy+mcts"), (theta_alone, "policy")):
-                row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
-            trained.append({"seed": seed, "policy_version": version, "losses": losses})
-            console.print(f"seed {seed}: θ {version}: with search {theta_search.success[-1]:.0%}, "
-                          f"alone {theta_alone.success[-1]:.0%}")
+            if theta_rows:
+                version, losses = train_theta(suite.env, budget, seed, library, env, folder)
+                for row, agent in theta_rows:
+                    row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
+                trained.append({"seed": seed, "policy_version": version, "losses": losses})
+                console.print(f"seed {seed}: θ {version}: " + ", ".join(
+                    f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
             if seed == 0:
                 play_baseline_rows(args, baselines, env, folder)
         wall[f"seed_{seed}_s"] = time.perf_counter() - seed_started
     wall["total_s"] = time.perf_counter() - started
-    result = quality_summary(suite, quick, [*baselines, theta_search, theta_alone], demos, trained, wall, overrides)
+    result = quality_summary(suite, quick, rows, demos, trained, wall, overrides)
     show_quality(console, result)
     if json_path is not None:
         json_path.write_text(json.dumps(result, indent=2))
@@ -124,23 +153,24 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
     agents = []
     for row in rows:
         entry: dict[str, Any] = {"agent": row.agent, "simulations": row.simulations, "runs": len(row.success)}
-        for name in ("success", "score", "env_steps"):
-            values = getattr(row, name)
+        per_step = [e / s for e, s in zip(row.env_steps, row.steps, strict=False) if s]
+        for name, values in (("success", row.success), ("score", row.score), ("env_steps", row.env_steps),
+                             ("env_steps_per_step", per_step)):
             mean, sd = row.mean_sd(values) if values else (0.0, 0.0)
             entry.update({name: values, f"{name}_mean": mean, f"{name}_sd": sd})
         agents.append(entry)
-    by_agent = {a["agent"]: a for a in agents}
-    random_row, uniform, theta_search, theta_alone = (by_agent[r.agent] for r in rows)
+    by_name = {a["agent"].split(" (")[0]: a for a in agents}
+    comparisons = {}
+    for better, worse, name in (("θ + MCTS", "uniform-prior MCTS", "theta_search_minus_uniform"),
+                                ("θ alone", "random", "theta_alone_minus_random")):
+        if better in by_name and worse in by_name:
+            for figure in ("success", "score"):
+                comparisons[f"{name}_{figure}"] = by_name[better][f"{figure}_mean"] - by_name[worse][f"{figure}_mean"]
     return {
         "suite": suite.to_json(quick), "env": suite.env, "seeds": [t["seed"] for t in trained], "settings": overrides,
         "library": demos, "trained": trained, "agents": agents, "wall_time_s": wall,
         "within_budget": wall.get("total_s", 0.0) <= suite.pick(quick).wall_time_s,
-        "comparisons": {
-            "theta_search_minus_uniform_success": theta_search["success_mean"] - uniform["success_mean"],
-            "theta_search_minus_uniform_score": theta_search["score_mean"] - uniform["score_mean"],
-            "theta_alone_minus_random_success": theta_alone["success_mean"] - random_row["success_mean"],
-            "theta_alone_minus_random_score": theta_alone["score_mean"] - random_row["score_mean"],
-        },
+        "comparisons": comparisons,
     }
 
 
@@ -149,13 +179,15 @@ def show_quality(console: Console, result: dict[str, Any]) -> None:
     budget = Budget(**suite["budget"])
     table = Table(title=f"{suite['name']}{' (quick)' if suite['quick'] else ''}: {result['env']}, "
                         f"test fold, seeds {result['seeds']}")
-    for column in ("agent", "simulations", "runs", "success mean ± sd", "score mean ± sd", "env steps mean ± sd"):
+    for column in ("agent", "simulations", "runs", "success mean ± sd", "score mean ± sd", "env steps mean ± sd",
+                   "env steps per real step"):
         table.add_column(column)
     for a in result["agents"]:
         table.add_row(a["agent"], str(a["simulations"] or "–"), str(a["runs"]),
                       f"{a['success_mean']:.0%} ± {a['success_sd']:.0%}",
                       f"{a['score_mean']:.3f} ± {a['score_sd']:.3f}",
-                      f"{a['env_steps_mean']:.0f} ± {a['env_steps_sd']:.0f}")
+                      f"{a['env_steps_mean']:.0f} ± {a['env_steps_sd']:.0f}",
+                      f"{a.get('env_steps_per_step_mean', 0.0):.0f}")
     console.print(table)
     wall = result["wall_time_s"]
     console.print(f"budget: {budget.describe()}")
@@ -163,9 +195,10 @@ def show_quality(console: Console, result: dict[str, Any]) -> None:
                   f"{'' if result['within_budget'] else ' — over the budget'}; baselines are played once "
                   "(they do not depend on θ)")
     c = result["comparisons"]
-    console.print(f"θ+MCTS − uniform MCTS: {c['theta_search_minus_uniform_success']:+.0%} success, "
-                  f"{c['theta_search_minus_uniform_score']:+.3f} score · θ alone − random: "
-                  f"{c['theta_alone_minus_random_success']:+.0%} success, "
-                  f"{c['theta_alone_minus_random_score']:+.3f} score")
+    said = [f"{label}: {c[name + '_success']:+.0%} success, {c[name + '_score']:+.3f} score"
+            for label, name in (("θ+MCTS − uniform MCTS", "theta_search_minus_uniform"),
+                                ("θ alone − random", "theta_alone_minus_random")) if name + "_success" in c]
+    if said:
+        console.print(" · ".join(said))
     if suite.get("note"):
         console.print(suite["note"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+AGENTS = ("random", "mcts", "policy+mcts", "policy")  # the table's rows, by the agent `evoskill eval` plays
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -47,13 +49,14 @@ class Suite:
     budget: Budget
     quick: Budget
     note: str = ""
+    settings: tuple[str, ...] = ()  # `group.name=value` the suite's processes run with (a --set of the same wins)
 
     def pick(self, quick: bool) -> Budget:
         return self.quick if quick else self.budget
 
     def to_json(self, quick: bool) -> dict[str, Any]:
         return {"name": self.name, "env": self.env, "quick": quick, "note": self.note,
-                "budget": asdict(self.pick(quick))}
+                "budget": asdict(self.pick(quick)), "settings": list(self.settings)}
 
 
 COOKING_EASY = ("twx:cookingworld?numLocations=1,numIngredients=2,numDistractorItems=3,includeDoors=0,"
@@ -73,6 +76,9 @@ SCIENCEWORLD_TASKS = ("boil", "measure-melting-point-known-substance",
                       "power-component-renewable-vs-nonrenewable-energy", "find-animal", "grow-plant", "chemistry-mix",
                       "lifespan-shortest-lived", "identify-life-stages-1", "inclined-plane-determine-angle",
                       "mendelian-genetics-known-plant")
+# ScienceWorld lists hundreds to thousands of valid actions a step, and each child stepped replays the episode
+# from its start: θ alone and the demonstrations step none (no "been there" marks), search prunes no no-ops.
+_SW_SETTINGS = ("search.prefetch_children=0",)
 _SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors (mean over the 10 tasks): "
             "EMPO² 75.9, GRPO 33.2, Reflexion 17.1, DRRN 17")
 
@@ -85,7 +91,8 @@ SUITES: dict[str, Suite] = {s.name: s for s in [
     Suite("tw-treasure-hunter", "tw:tw-treasure_hunter?level=10", _TW, _QUICK),
     Suite("tw-simple", "tw:tw-simple?rewards=balanced,goal=detailed", _TW, _QUICK),
     *(Suite(f"scienceworld-{task}", f"sciworld:{task}?easy=1",
-            replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE) for task in SCIENCEWORLD_TASKS),
+            replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE, _SW_SETTINGS)
+      for task in SCIENCEWORLD_TASKS),
 ]}
 
 

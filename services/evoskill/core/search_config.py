@@ -27,6 +27,7 @@ _PLAIN_FIELDS = (
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
+    "entropy_trigger",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -113,6 +114,12 @@ class SearchConfig(BaseModel):
         1.0, ge=0.0,
         description="θ alone (agent policy): subtracted from a candidate's logit once per earlier visit to the state "
         "it leads to; a greedy θ otherwise walks between two rooms until the step limit (0 = plain argmax)",
+    )
+    entropy_trigger: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="policy+mcts searches a step only where θ is unsure: the root's prior (θ with its advice) has at "
+        "least this normalised entropy H/log(n), 0..1; below it, it acts on that prior's argmax as θ alone does, "
+        "stepping nothing but the root's children (seed 004 §4.1; 0 = search every step)",
     )
     memory_weight: float = Field(
         0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"

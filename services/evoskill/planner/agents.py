@@ -25,6 +25,7 @@ from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, revisits, theta
 from evoskill.core.search.model import SearchModel
+from evoskill.core.search.trigger import needs_search
 from evoskill.core.state_text import state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
@@ -114,12 +115,13 @@ class DemoAgent:
 
     def act(self, step: Step) -> Decision | None:
         target = candidates_target(step)
-        env = self.tools.candidates(step, target)  # θ learns from it as it reads a real step
+        # θ learns from it as it reads a real step: the children it steps for that are counted
+        env = self.tools.candidates(step, target)
         played = self._gold_step(step.session_id)
         if played is None:
             return None
         action, stepped = played
-        return Decision(action, target, state_key=env.nodes[()].state_key, stepped=stepped)
+        return Decision(action, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps, stepped=stepped)
 
     def _gold_step(self, session_id: str) -> tuple[str, Any] | None:
         """The next action of the gold path the environment accepts, stepped (None once the path is spent).
@@ -163,8 +165,9 @@ class PolicyAgent:
         actions = list(env.actions(()))
         visits = [step.memory.visited[env.nodes[(a,)].state_key] if seen else 0
                   for a, seen in zip(actions, env.seen(()), strict=True)]
-        chosen = actions[int(np.argmax(np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)))]
-        return Decision(chosen, target, state_key=env.nodes[()].state_key, value=float(evaluation.values[0]))
+        charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
+        return Decision(actions[int(np.argmax(charged))], target, state_key=env.nodes[()].state_key,
+                        env_steps=env.env_steps, value=float(evaluation.values[0]))
 
 
 @dataclass
@@ -186,12 +189,36 @@ class SearchAgent:
             env.advice += self.tools.advice(self.env_spec, env, config, step.memory)
             if self.policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty))
+            if self.policy is not None and config.entropy_trigger > 0:
+                sure = self._if_sure(env, config)
+                if sure is not None:
+                    span.set_attribute("evoskill.simulations", 0)
+                    return sure
             result = env.run()
             span.set_attribute("evoskill.simulations", result.stats.simulations)
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
         chosen = actions[result.action]
         return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
                         env.nodes[()].state_key, env.env_steps, float(result.root_value))
+
+    def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
+        """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
+        (`entropy_trigger`); None where search should decide. The step's target has no visits: the learner
+        reads it as the action taken, as for θ alone."""
+        evaluation = env.advise([()])
+        (logits,) = evaluation.logits or []
+        if needs_search(logits, config.entropy_trigger):
+            return None
+        actions, priors = list(env.actions(())), np.exp(logits - np.max(logits))
+        chosen = actions[int(np.argmax(logits))]
+        root = env.nodes[()]
+        target = events_pb2.SearchTarget(actions=root.observation.valid_actions, templates=root.templates,
+                                         seen=env.seen((), root.observation.valid_actions))
+        reply = planner_pb2.SearchReply(
+            action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
+                                 for a, p in zip(actions, priors / priors.sum(), strict=True)],
+            stats=planner_pb2.TreeStats(env_steps=env.env_steps))
+        return Decision(chosen, target, reply, root.state_key, env.env_steps, float(evaluation.values[0]))
 
 
 # -- the factory ----------------------------------------------------------------------------------------------

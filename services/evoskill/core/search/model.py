@@ -26,6 +26,7 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +59,7 @@ class SearchModel:
     useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
     template_ids: dict[str, int] = field(default_factory=dict)
     env_steps: int = 0
+    env_seconds: float = 0.0  # waited on `simulate`: the environment's share of the search's time
     cancelled: Callable[[], bool] | None = None  # asked before each round (see core.search.mcts)
     _rollouts: int = 0
 
@@ -143,7 +145,9 @@ class SearchModel:
     def _simulate(self, probes: list[sandbox_pb2.Probe]) -> Sequence[sandbox_pb2.ProbeResult]:
         if not probes:
             return []
+        started = time.perf_counter()
         results, steps = self.simulate(probes, self.config.gamma)
+        self.env_seconds += time.perf_counter() - started
         self.env_steps += steps
         return results
 
