@@ -14,6 +14,7 @@ from evoskill.common.v1 import common_pb2
 from evoskill.core.agent import Decision, EpisodeMemory, RandomAgent, Step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.reward import Scorer
+from evoskill.core.search.advice import PolicyFn
 from evoskill.core.search_config import SearchConfig
 from evoskill.library.generate import HostSandbox, LocalReward
 from evoskill.planner.agents import AgentTools, DemoAgent, PolicyAgent, SearchAgent, build_agent
@@ -32,9 +33,10 @@ def east_and_west(batch: Batch) -> tuple[list[np.ndarray], np.ndarray]:
         np.full(len(batch), 0.25)
 
 
-def request(agent: str, **fields: object) -> planner_pb2.PlayEpisodeRequest:
-    return planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test",
-                                          config=planner_pb2.SearchConfig(agent=agent, num_simulations=4), **fields)
+def request(agent: str, max_steps: int = 0, shadow_policy_version: str = "") -> planner_pb2.PlayEpisodeRequest:
+    return planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=max_steps,
+                                          config=planner_pb2.SearchConfig(agent=agent, num_simulations=4),
+                                          shadow_policy_version=shadow_policy_version)
 
 
 def tools() -> AgentTools:
@@ -90,10 +92,10 @@ def test_a_shadow_needs_an_agent_that_plays_with_a_policy() -> None:
     validate(request("policy+mcts", shadow_policy_version="v000002"), SearchConfig())
 
 
-def play(agent: str, shadow: object = None) -> tuple[EpisodePlayer, list[planner_pb2.EpisodeUpdate]]:
+def play(agent: str, shadow: PolicyFn | None = None) -> tuple[EpisodePlayer, list[planner_pb2.EpisodeUpdate]]:
     settings = Settings()
     player = EpisodePlayer(HostSandbox(), LocalReward(settings), SearchConfig(), Scorer(RewardSettings()),
-                           east_and_west, shadow_policy=shadow)  # type: ignore[arg-type]
+                           east_and_west, shadow_policy=shadow)
     played = request(agent, max_steps=5, shadow_policy_version="v000002" if shadow else "")
     return player, list(player.play(played))
 
