@@ -11,9 +11,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TemporalSettings
 from evoskill.stack.supervisor import binary, free_port, free_ports, nats_ready, temporal_ready
+
+# No test asserts wall-clock time: hypothesis's per-example deadline is one, and fails on a loaded 2-core machine.
+settings.register_profile("evoskill", deadline=None)
+settings.load_profile("evoskill")
 
 
 def _wait(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]

@@ -128,6 +128,11 @@ def up(
     if detach:
         _up_detached(settings, replicas)
         return
+    # The supervisor's restarts go to its output (<state>/supervisor.log when detached).
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s supervisor %(levelname)s: %(message)s"))
+    logging.getLogger("evoskill.stack").addHandler(handler)
+    logging.getLogger("evoskill.stack").setLevel(logging.INFO)
 
     async def main() -> None:
         stack = await _start_stack(settings, counts)
@@ -171,18 +176,10 @@ def _up_detached(settings: Settings, replicas: str) -> None:
     _fail("the stack did not come up within 180 s; see " + str(log_path))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
-
-
 @app.command()
 def down(timeout: float = 60.0) -> None:
     """Stop a stack started by `evoskill up` on this state folder."""
+    from evoskill.stack.running import process_alive
     from evoskill.stack.supervisor import read_state
 
     settings = Settings()
@@ -203,24 +200,33 @@ def down(timeout: float = 60.0) -> None:
         console.print("stack stopped (its supervisor had died)")
         return
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (read_state(settings) is not None or _alive(pid)):
+    while time.monotonic() < deadline and (read_state(settings) is not None or process_alive(pid)):
         time.sleep(0.25)
-    if read_state(settings) is not None or _alive(pid):
+    if read_state(settings) is not None or process_alive(pid):
         _fail(f"the stack (supervisor pid {pid}) did not stop within {timeout:.0f} s")
     console.print("stack stopped")
 
 
 @app.command()
 def status() -> None:
-    """Show each component's health."""
+    """Show each component's health and, for a stack started by `evoskill up`, its restarts and last exit."""
+    from evoskill.stack.running import live_state
     from evoskill.stack.supervisor import component_health, running_settings
 
     settings = running_settings(Settings())
     rows = asyncio.run(component_health(settings))
-    table = Table("component", "address", "health")
+    supervised = {c["address"]: c for c in (live_state(settings) or {"components": []})["components"]}
+    table = Table("component", "address", "health", "restarts", "last exit")
     for name, address, ok in rows:
-        table.add_row(name, address, "[green]SERVING[/green]" if ok else "[red]DOWN[/red]")
+        c = supervised.get(address, {})
+        health = "[green]SERVING[/green]" if ok else "[red]DOWN[/red]"
+        if c.get("state", "running") != "running":
+            health += f" ({c['state']})"
+        table.add_row(name, address, health, str(c.get("restarts", "")), c.get("last_exit", ""))
     console.print(table)
+    for c in supervised.values():
+        if c.get("gave_up"):
+            err.print(f"[red]{c['name']}[/red]: the stack {c['gave_up']}; see {c['log']}")
     raise typer.Exit(0 if all(ok for _, _, ok in rows) else 1)
 
 
@@ -259,7 +265,7 @@ def solve(
 
     from evoskill.clients.episodes import episode_request, play, services
 
-    _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
+    env = _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
     configured = Settings()
 
     async def main() -> None:
@@ -301,8 +307,8 @@ def eval_cmd(
 
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
 
-    _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
-                        parallel=parallel)
+    env = _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
+                              parallel=parallel)
     if json_path is not None:  # fail now, not after every episode was played
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -368,9 +374,11 @@ AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
-def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> None:
-    """Refuse what could only produce lost episodes, before any service is started, naming the flag."""
+def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> str:
+    """Refuse what could only produce lost episodes, before any service is started, naming the flag. Returns
+    the spec as the services read it (a task file's path made absolute: they run in the state folder)."""
     from evoskill.envs import FOLDS, EnvSpecError, parse_spec
+    from evoskill.envs.spec import located
 
     try:
         parse_spec(env)
@@ -383,6 +391,7 @@ def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> Non
     for name, value in positive.items():
         if value < 1:
             _fail(f"--{name.replace('_', '-')} must be at least 1 (got {value})", 2)
+    return located(env)
 
 
 def _run_client(main) -> None:  # type: ignore[no-untyped-def]

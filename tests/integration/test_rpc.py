@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import sys
+from collections.abc import Awaitable
 
 import grpc
 import pytest
@@ -13,6 +16,8 @@ from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.platform.config import GrpcSettings
 from evoskill.platform.rpc import channel, check_health, rpc_method, service_config, start_server
 from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
+from evoskill.stack.supervisor import free_port
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -117,3 +122,47 @@ def test_only_safe_methods_are_retried() -> None:
     assert timeouts[(None, None)] == "3.000s"
     assert timeouts[("evoskill.reward.v1.RewardService", "Score")] == "3.000s"
     assert timeouts[("evoskill.planner.v1.PlannerService", "PlayEpisode")] == "3600.000s"
+
+
+def test_only_new_work_waits_for_a_restarting_server() -> None:
+    import json
+
+    config = json.loads(service_config(GrpcSettings()))
+    waiting = {(n.get("service"), n.get("method")) for e in config["methodConfig"] if e.get("waitForReady")
+               for n in e["name"]}
+    assert waiting == {("evoskill.sandbox.v1.SandboxService", "CreateSession"),
+                       ("evoskill.reward.v1.RewardService", "Score")}
+
+
+# A server whose event loop SIGUSR1 blocks, as a service stuck in a blocking call on its loop would be.
+WEDGEABLE_SERVER = """
+import asyncio, signal, sys, time
+from evoskill.platform.rpc import start_server
+
+async def main():
+    server = await start_server([], "127.0.0.1:" + sys.argv[1])
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, time.sleep, 3600)
+    await server.wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_wedged_event_loop_fails_the_health_check_that_liveness_probes_use() -> None:
+    """The chart's liveness probe is the native gRPC check of service "": it is answered on the service's
+    event loop (the asyncio health servicer), not by gRPC's own threads, so a wedged loop fails it."""
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(sys.executable, "-c", WEDGEABLE_SERVER, str(port))
+    target = f"127.0.0.1:{port}"
+    try:
+        await until(lambda: check_health(target), "the server serving")
+        server.send_signal(signal.SIGUSR1)
+        await until(lambda: _not(check_health(target, timeout_s=1.0)), "the health check failing")
+        assert server.returncode is None  # the process is alive: only its loop is stuck
+    finally:
+        server.kill()
+        await server.wait()
+
+
+async def _not(check: Awaitable[bool]) -> bool:
+    return not await check

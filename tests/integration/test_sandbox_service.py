@@ -16,6 +16,7 @@ from evoskill.platform.service import RunningService, start_service
 from evoskill.sandbox.service import create
 from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
 from tests.integration.test_bus import isolated
+from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +129,29 @@ async def test_step_quota_is_enforced(sandbox) -> None:  # type: ignore[no-untyp
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.Step(sandbox_pb2.StepRequest(session_id=reply.session_id, action="look around"))
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_a_session_whose_client_is_gone_is_closed_and_its_worker_stopped(settings: Settings) -> None:
+    settings = isolated(settings)
+    settings = settings.model_copy(update={"sandbox": settings.sandbox.model_copy(update={"session_idle_s": 2.0})})
+    running = await start_service("sandbox", settings, create)
+    servicer = running.parts.registrations[0][1]
+    try:
+        async with channel(settings.endpoint("sandbox").target) as ch:
+            stub = sandbox_pb2_grpc.SandboxServiceStub(ch)
+            left = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1), timeout=120)
+            worker = servicer.sessions[left.session_id].worker
+            used = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=2), timeout=120)
+
+            async def gone_while_the_other_is_used() -> bool:
+                await stub.Step(sandbox_pb2.StepRequest(session_id=used.session_id, action="look around"))
+                return not worker.alive
+
+            await until(gone_while_the_other_is_used, "the idle session's worker stopped")
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.Step(sandbox_pb2.StepRequest(session_id=left.session_id, action="look around"))
+            assert info.value.code() == grpc.StatusCode.NOT_FOUND and "expired" in (info.value.details() or "")
+            assert worker not in servicer.idle  # stopped, not pooled
+            await stub.Step(sandbox_pb2.StepRequest(session_id=used.session_id, action="look around"))
+    finally:
+        await running.stop()

@@ -61,6 +61,20 @@ def test_actions_that_change_nothing_are_not_candidates(coin: EnvHost) -> None:
         assert env.nodes[(action,)].state_key != env.nodes[()].state_key
 
 
+def test_the_roots_children_are_stepped_however_many_and_deeper_nodes_within_the_cap(coin: EnvHost) -> None:
+    n = len(coin.simulate([sandbox_pb2.Probe()], 0.97)[0][0].observation.valid_actions)
+    env = model(coin, prefetch_children=1)  # fewer than any node's actions
+    env.root()
+    assert "inventory" not in env.actions(()) and all((a,) in env.nodes for a in env.actions(()))
+    assert len(env.actions(())) < n
+    first = env.actions(())[0]
+    env.step((), 0)
+    assert "inventory" in env.actions((first,))  # a deeper node over the cap: nothing stepped, nothing dropped
+    off = model(coin, prefetch_children=0)  # 0: no children stepped anywhere, the root's neither
+    off.root()
+    assert len(off.actions(())) == n and len(off.nodes) == 1
+
+
 def test_walking_back_to_a_visited_state_costs_the_revisit_penalty(coin: EnvHost) -> None:
     plain = model(coin)
     plain.root()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -83,17 +83,35 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
 
 @asynccontextmanager
 async def services(settings: Settings, say: Callable[[str], None]) -> AsyncIterator[Settings]:
-    """Use the running stack, or bring the embedded one up for the duration of the command; yields the
-    settings to reach it with (the running stack's replicas included)."""
+    """Use the running stack (waiting while its supervisor restarts a service), else bring the embedded one up
+    for the duration of the command; yields the settings to reach it with (the running stack's replicas
+    included). A call that finds a service UNAVAILABLE ends in ServiceDown saying what the stack knows of it."""
+    from evoskill.stack.running import ServiceDown, live_state, outage, wait_for_stack
     from evoskill.stack.supervisor import Stack, running_settings
 
-    if await check_health(settings.endpoint("planner").target):
-        yield running_settings(settings)
+    state_dir = settings.state_dir.resolve()
+    if await wait_for_stack(settings, say) is not None or await check_health(settings.endpoint("planner").target):
+        with _explained(lambda: outage(live_state(settings), state_dir), ServiceDown):
+            yield running_settings(settings)
         return
     say("no stack is running: starting the embedded stack for this command")
     stack = Stack(settings)
     await stack.start()
     try:
-        yield stack.settings
+        with _explained(lambda: outage(stack.state(), state_dir), ServiceDown):
+            yield stack.settings
     finally:
         stack.stop()
+
+
+@contextmanager
+def _explained(why: Callable[[], str], error: type[Exception]) -> Iterator[None]:
+    """An UNAVAILABLE call becomes `error` naming what the stack knows of the outage (`why`), asked at once."""
+    import grpc
+
+    try:
+        yield
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+            raise
+        raise error(f"UNAVAILABLE: {exc.details()} ({why()})") from exc

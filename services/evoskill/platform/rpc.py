@@ -52,6 +52,18 @@ LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
     "evoskill.learner.v1.LearnerService": (("Train", "ImportEpisodes", "ExportEpisodes"), 3600.0),
 }
 
+# New work that waits, up to its deadline, for a server that is down (restarting after a crash) instead of
+# failing at once (gRPC wait-for-ready): an episode's new session, a score. Other calls fail fast: a call on a
+# session is lost with its sandbox anyway, memory is advice, and a person or a workflow calling the planner
+# or the learner hears at once.
+WAIT_FOR_READY: dict[str, tuple[str, ...]] = {
+    "evoskill.sandbox.v1.SandboxService": ("CreateSession",),
+    "evoskill.reward.v1.RewardService": ("Score",),
+}
+# A channel retries a lost connection at most this often (gRPC's default grows to 120 s): a restarted server
+# is reached within a second.
+RECONNECT_BACKOFF_MS = (100, 1000)
+
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -249,8 +261,9 @@ async def start_server(
 
 
 def service_config(settings: GrpcSettings) -> str:
-    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods; calls spread
-    over every address the target resolves to (a headless Service's DNS name lists each replica)."""
+    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods; WAIT_FOR_READY
+    methods wait for their server; calls spread over every address the target resolves to (a headless
+    Service's DNS name lists each replica)."""
     timeout = f"{settings.deadline_s:.3f}s"
     configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
     for service, (methods, seconds) in LONG_CALLS.items():
@@ -267,24 +280,32 @@ def service_config(settings: GrpcSettings) -> str:
                 "retryableStatusCodes": ["UNAVAILABLE"],
             },
         })
+    for config in configs:  # the most specific entry applies: each says whether its methods wait
+        names = config["name"]
+        waits = {n.get("method") in WAIT_FOR_READY.get(n.get("service", ""), ()) for n in names}
+        if waits == {True}:
+            config["waitForReady"] = True
+        assert len(waits) == 1, f"methods that wait and methods that do not share an entry: {names}"
     return json.dumps({"methodConfig": configs, "loadBalancingConfig": [{"round_robin": {}}]})
+
+
+def _channel_options(settings: GrpcSettings) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.service_config", service_config(settings)),
+        ("grpc.enable_retries", 1),
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        # A new channel gets new connections: one shared with older channels may still be backing off
+        # from a restarted server, and round_robin would fail the first call at once.
+        ("grpc.use_local_subchannel_pool", 1),
+        ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+        ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
+    ]
 
 
 def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Channel:
     """A traced aio channel with the default deadline and safe retries configured."""
-    settings = settings or GrpcSettings()
-    return grpc.aio.insecure_channel(
-        target,
-        options=[
-            ("grpc.service_config", service_config(settings)),
-            ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            # A new channel gets new connections: one shared with older channels may still be backing off
-            # from a restarted server, and round_robin would fail the first call at once.
-            ("grpc.use_local_subchannel_pool", 1),
-        ],
-        interceptors=aio_client_interceptors(),
-    )
+    return grpc.aio.insecure_channel(target, options=_channel_options(settings or GrpcSettings()),
+                                     interceptors=aio_client_interceptors())
 
 
 def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Channel:
@@ -292,16 +313,7 @@ def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Chan
     from opentelemetry.instrumentation.grpc import client_interceptor
     from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
 
-    settings = settings or GrpcSettings()
-    raw = grpc.insecure_channel(
-        target,
-        options=[
-            ("grpc.service_config", service_config(settings)),
-            ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.use_local_subchannel_pool", 1),  # as in `channel`
-        ],
-    )
+    raw = grpc.insecure_channel(target, options=_channel_options(settings or GrpcSettings()))
     channel: grpc.Channel = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels
     return channel
 

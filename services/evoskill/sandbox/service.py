@@ -3,7 +3,9 @@
 Session = one worker (one environment instance) + its step budget. Real steps publish `step.executed`;
 search-time probes (`Simulate`) never change the session and never publish. A session lives in this replica's
 memory, so its id names this replica (`<advertised address>/<id>`, see `platform.replicas`): callers dial the
-owner, and a call that reaches another replica is answered NOT_FOUND naming the owner.
+owner, and a call that reaches another replica is answered NOT_FOUND naming the owner. A session that no call
+has used for `sandbox.session_idle_s` (its client is gone: crashed, killed, cancelled) is closed and its worker
+stopped, so an abandoned session does not hold a worker and its JVM until `max_sessions` push it out.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Session:
     quota: int
     steps_used: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    calls: int = 0  # in flight: a session in use is never idle, however long its call takes
     gold_path: list[str] = field(default_factory=list)
 
     def charge(self, steps: int) -> None:
@@ -74,7 +77,7 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             worker = self.idle.pop()
             if worker.alive:
                 return worker
-        return Worker(self.settings.memory_mb)
+        return Worker(self.settings.memory_mb, self.settings.step_timeout_s)
 
     def _release(self, worker: Worker) -> None:
         if worker.alive and len(self.idle) < 4:
@@ -94,12 +97,36 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
         return session
 
     async def _call(self, session: Session, *message: object) -> object:
+        session.calls += 1
         try:
             return await session.worker.call(self.settings.step_timeout_s, *message)
         except Exception:
             if not session.worker.alive:
                 self.sessions.pop(session.id, None)  # its environment died with the worker
             raise
+        finally:
+            session.calls -= 1
+            session.last_used = time.monotonic()
+
+    async def close_idle(self, now: float) -> int:
+        """Close the sessions idle for longer than `session_idle_s` and stop their workers; how many."""
+        closed = 0
+        for session in list(self.sessions.values()):
+            # Judged one at a time: a call may have come in while the previous worker was stopping.
+            if session.calls or now - session.last_used <= self.settings.session_idle_s:
+                continue
+            log.warning("closing session %s: no call for %.0f s (its client is gone)", session.id,
+                        now - session.last_used)
+            self.sessions.pop(session.id, None)
+            await asyncio.to_thread(session.worker.close)  # not back to the pool: its JVM is freed
+            closed += 1
+        return closed
+
+    async def expire_idle(self) -> None:
+        """Background task: `close_idle` a few times per `session_idle_s`."""
+        while True:
+            await asyncio.sleep(min(self.settings.session_idle_s / 4, 30.0))
+            await self.close_idle(time.monotonic())
 
     async def _evict_if_full(self) -> None:
         while len(self.sessions) >= self.settings.max_sessions:
@@ -133,6 +160,7 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             self._release(worker)
             raise
         session.gold_path = list(gold_path)
+        session.last_used = time.monotonic()  # idle from now, not from before the (possibly long) open
         self.sessions[session.id] = session
         return session, common_pb2.Observation.FromString(obs_bytes)
 
@@ -207,5 +235,6 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     servicer = SandboxServicer(settings, bus)
     return ServiceParts(
         registrations=[(sandbox_pb2_grpc.add_SandboxServiceServicer_to_server, servicer, SERVICE_NAME)],
+        background=[servicer.expire_idle],
         closers=[servicer.close],
     )

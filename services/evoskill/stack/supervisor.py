@@ -8,6 +8,12 @@ external servers: with `nats.url` / `temporal.address` set, those servers are us
 Qdrant runs in local mode inside the memory service (one process per storage path) unless
 `qdrant.url` names a server.
 
+While it runs, the supervisor watches its children (`watch`): one that dies (a crash, kill -9) is reaped, what it
+left in its session (environment workers, JVMs) is killed, and it is started again with the same command line
+(same port, same replicas list, same JetStream store) after a backoff that doubles with each fast failure; after
+`stack.restart_give_up_after` fast failures in a row it is left down (`stack.restarts`). Each component's
+restarts, last exit and state are in `stack.json`, which `evoskill status` shows.
+
 `replicas` (`evoskill up --replicas sandbox=2,planner=2`) runs a service as several processes: the first on
 its configured port, the others on free ports; every process reads the list of them in
 `<service>_endpoint.replicas` (see `platform.replicas` for how callers choose one), and `stack.json` records it
@@ -20,11 +26,13 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +44,13 @@ from temporalio.client import Client
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings
 from evoskill.platform.rpc import check_health
+from evoskill.stack.restarts import RestartPolicy, Restarts
 
 LOCK_FILE = "stack.lock"
 STATE_FILE = "stack.json"
 SETTINGS_FILE = "settings.json"
+WATCH_TICK_S = 0.2  # how often the supervisor looks for dead children
+log = logging.getLogger(__name__)
 
 
 async def _quiet(_: Exception) -> None:
@@ -162,8 +173,25 @@ class Component:
     name: str
     kind: str  # nats | temporal | service
     address: str
+    argv: list[str]
+    env: dict[str, str] | None
+    restarts: Restarts
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    started: float = 0.0  # time.monotonic() of the last start
+    restart_at: float | None = None  # dead, to be started again then
+
+    @property
+    def state(self) -> str:
+        if self.restarts.gave_up:
+            return "gave up"
+        return "restarting" if self.restart_at is not None else "running"
+
+
+def restart_policy(settings: Settings) -> RestartPolicy:
+    s = settings.stack
+    return RestartPolicy(first_delay_s=s.restart_first_delay_s, max_delay_s=s.restart_max_delay_s,
+                         give_up_after=s.restart_give_up_after, healthy_after_s=s.restart_healthy_after_s)
 
 
 @dataclass
@@ -172,7 +200,13 @@ class Stack:
     services: tuple[str, ...] = SERVICES
     replicas: dict[str, int] = field(default_factory=dict)  # processes per service (default 1)
     components: list[Component] = field(default_factory=list)
+    supervise: bool = True  # restart dead children while the stack runs (see `watch`)
     _lock: IO[str] | None = None
+    _watcher: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference to a task
+    # `stop()` may run in another thread (asyncio.to_thread) while `watch` runs on the loop: once it has
+    # begun, no child is started again.
+    _stopping: bool = False
+    _children_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def state_dir(self) -> Path:
@@ -253,15 +287,20 @@ class Stack:
     ) -> Component:
         logs = self.state_dir / "logs"
         logs.mkdir(exist_ok=True)
-        log_path = logs / f"{name}.log"
-        with log_path.open("ab") as out:
-            process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.state_dir, start_new_session=True,
-            )
-        component = Component(name, kind, address, process, log_path)
+        component = Component(name, kind, address, argv, env, Restarts(restart_policy(self.settings)),
+                              log_path=logs / f"{name}.log")
+        self._launch(component)
         self.components.append(component)
         return component
+
+    def _launch(self, component: Component) -> None:
+        assert component.log_path is not None
+        with component.log_path.open("ab") as out:
+            component.process = subprocess.Popen(
+                component.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=component.env, cwd=self.state_dir, start_new_session=True,
+            )
+        component.started = time.monotonic()
 
     def _child_env(self) -> dict[str, str]:
         # Children read exactly the supervisor's settings, not whatever EVOSKILL_* the shell has.
@@ -276,6 +315,7 @@ class Stack:
 
     async def start(self, timeout_s: float = 120.0) -> None:
         self._acquire_lock()
+        self._stopping = False
         try:
             self._lay_out_replicas()
             self.preflight()
@@ -308,6 +348,49 @@ class Stack:
         except BaseException:
             self.stop()
             raise
+        if self.supervise:
+            self._watcher = asyncio.create_task(self.watch())
+
+    # -- supervise --------------------------------------------------------------------------------
+    async def watch(self) -> None:
+        """Restart dead children until `stop()`."""
+        while not self._stopping:
+            self.check_children(time.monotonic())
+            await asyncio.sleep(WATCH_TICK_S)
+
+    def check_children(self, now: float) -> None:
+        """Reap each child that died and plan its restart; start those whose backoff is over."""
+        with self._children_lock:
+            if not self._stopping:
+                self._check_children(now)
+
+    def _check_children(self, now: float) -> None:
+        changed = False
+        for c in self.components:
+            if c.process is None or c.restarts.gave_up:
+                continue
+            if c.restart_at is not None:
+                if now >= c.restart_at:
+                    self._launch(c)
+                    c.restart_at = None
+                    c.restarts.restarted()
+                    log.warning("%s started again (restart %d), pid %d", c.name, c.restarts.count, c.process.pid)
+                    changed = True
+                continue
+            returncode = c.process.poll()  # reaps it: no zombie
+            if returncode is None:
+                continue
+            _kill_session(c.process.pid)  # its environment workers and JVMs, orphaned by the crash
+            delay = c.restarts.exited(returncode, now - c.started)
+            if delay is None:
+                log.error("%s exited (%s) and stays down: %s; see %s", c.name, c.restarts.last_exit,
+                          c.restarts.reason, c.log_path)
+            else:
+                c.restart_at = now + delay
+                log.warning("%s exited (%s); starting it again in %.1f s", c.name, c.restarts.last_exit, delay)
+            changed = True
+        if changed:
+            self._write_state()
 
     def _check_alive(self, component: Component) -> None:
         if component.process is not None and component.process.poll() is not None:
@@ -352,24 +435,36 @@ class Stack:
 
         await self._poll(component, deadline, probe, f"service {component.name} at {component.address}")
 
-    def _write_state(self) -> None:
-        state = {
+    def state(self) -> dict[str, Any]:
+        """What `stack.json` records: the supervisor, the replicas, each component with its restarts."""
+        return {
             "supervisor_pid": os.getpid(),
             "replicas": {name: self.settings.endpoint(name).replicas for name in self.services
                          if self.settings.endpoint(name).replicas},
             "components": [
                 {"name": c.name, "kind": c.kind, "address": c.address, "pid": c.process.pid if c.process else None,
-                 "log": str(c.log_path) if c.log_path else None}
+                 "log": str(c.log_path) if c.log_path else None, "state": c.state,
+                 "restarts": c.restarts.count, "last_exit": c.restarts.last_exit,
+                 "gave_up": c.restarts.reason if c.restarts.gave_up else ""}
                 for c in self.components
             ],
         }
-        (self.state_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+    def _write_state(self) -> None:
+        # Whole or not at all: clients read it while the supervisor rewrites it.
+        temporary = self.state_dir / f".{STATE_FILE}.{os.getpid()}"
+        temporary.write_text(json.dumps(self.state(), indent=2))
+        temporary.replace(self.state_dir / STATE_FILE)
 
     # -- stop -------------------------------------------------------------------------------------
     def stop(self, grace_s: float = 10.0) -> None:
         """Stop services first, then Temporal, then NATS; each whole process group."""
+        with self._children_lock:
+            self._stopping = True  # `watch` ends at its next look
         for group in (("service",), ("temporal",), ("nats",)):
-            members = [c for c in self.components if c.kind in group and c.process is not None]
+            # Not those known dead (restarting, given up): their pid was reaped and may be another process's now.
+            members = [c for c in self.components
+                       if c.kind in group and c.process is not None and c.state == "running"]
             for c in members:
                 _signal_group(c.process, signal.SIGTERM)  # type: ignore[arg-type]
             end = time.monotonic() + grace_s

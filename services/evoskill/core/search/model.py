@@ -8,10 +8,11 @@ function (`core.reward.Scorer`), called here without a round trip: `score.total(
 search takes, `score.rollout(...)` for the rollouts. The model owns:
 
 - pruning: when a node is created, its children are stepped in one `simulate` if there are at most
-  `prefetch_children` of them, and the actions whose child is the same state (`core.state_key`) are
-  dropped: in a deterministic world such an edge is a self-loop that only burns a step (inventory, look,
-  closing a closed door). Where all are no-ops they stay, each a dead end costing `noop_penalty`. The new
-  nodes of one search round share one call (`step_batch`).
+  `prefetch_children` of them (the root's however many, unless prefetch_children is 0), and the actions
+  whose child is the same state (`core.state_key`) are dropped: in a deterministic world such an edge is
+  a self-loop that only burns a step (inventory, look, closing a closed door). Where all are no-ops they
+  stay, each a dead end costing `noop_penalty`. The new nodes of one search round share one call
+  (`step_batch`).
 - revisit shaping: an edge into a state the episode (`visited`) or the path has been in costs
   `revisit_penalty`, so that undoing an action (close after open, walking back) never pays for itself.
 - transposition keys: (depth, state key). Equal states at equal depth merge; a state reached again deeper
@@ -160,9 +161,13 @@ class SearchModel:
             self.nodes[path] = result
 
     def _open(self, parents: list[Path]) -> None:
-        """Step the children of new nodes (where few enough) and keep the actions that change something."""
+        """Step the children of new nodes (where few enough) and keep the actions that change something.
+        The root's are stepped however many (one call a real step): θ reads which of its candidates lead
+        back to a visited state in every state it was trained on, and a no-op left at the root (opening an
+        open door) is what a greedy prior picks forever."""
         limit = self.config.prefetch_children
-        small = [p for p in parents if len(self.nodes[p].observation.valid_actions) <= limit]
+        small = [p for p in parents
+                 if len(self.nodes[p].observation.valid_actions) <= limit or (p == () and limit > 0)]
         self._step_paths([(*p, a) for p in small for a in self.nodes[p].observation.valid_actions])
         for parent in parents:
             actions = list(self.nodes[parent].observation.valid_actions)
