@@ -343,9 +343,10 @@ def eval_cmd(
 
                 seeds = range(seed_offset, seed_offset + episodes)
                 report.episodes = list(await asyncio.gather(*(one(seed) for seed in seeds)))
-        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps")
+        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps",
+                      "planner share")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
-                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}")
+                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}", f"{report.planner_share:.0%}")
         console.print(table)
         if errors := sum(bool(e.error) for e in report.episodes):
             console.print(f"{errors} episode(s) failed in the services and count as lost with score 0")

@@ -62,6 +62,7 @@ class Decision:
     search: SearchReply | None = None  # the search's reply, where the agent searched
     state_key: str = ""  # the state it acted in, as the sandbox keys it ("" = not looked up)
     env_steps: int = 0  # environment steps the decision cost (its search's)
+    env_seconds: float = 0.0  # of its time, waited on the environment (the rest is the planner's own)
     value: float = math.nan  # its value of the state: the search's root value, θ's own without search
     stepped: Any = None  # the sandbox's StepReply where deciding took the step (the environment judged it)
 

@@ -121,7 +121,8 @@ class DemoAgent:
         if played is None:
             return None
         action, stepped = played
-        return Decision(action, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps, stepped=stepped)
+        return Decision(action, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
+                        env_seconds=env.env_seconds, stepped=stepped)
 
     def _gold_step(self, session_id: str) -> tuple[str, Any] | None:
         """The next action of the gold path the environment accepts, stepped (None once the path is spent).
@@ -167,7 +168,7 @@ class PolicyAgent:
                   for a, seen in zip(actions, env.seen(()), strict=True)]
         charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
         return Decision(actions[int(np.argmax(charged))], target, state_key=env.nodes[()].state_key,
-                        env_steps=env.env_steps, value=float(evaluation.values[0]))
+                        env_steps=env.env_steps, env_seconds=env.env_seconds, value=float(evaluation.values[0]))
 
 
 @dataclass
@@ -199,7 +200,7 @@ class SearchAgent:
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
         chosen = actions[result.action]
         return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
-                        env.nodes[()].state_key, env.env_steps, float(result.root_value))
+                        env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value))
 
     def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
         """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
@@ -218,7 +219,8 @@ class SearchAgent:
             action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
                                  for a, p in zip(actions, priors / priors.sum(), strict=True)],
             stats=planner_pb2.TreeStats(env_steps=env.env_steps))
-        return Decision(chosen, target, reply, root.state_key, env.env_steps, float(evaluation.values[0]))
+        return Decision(chosen, target, reply, root.state_key, env.env_steps, env.env_seconds,
+                        float(evaluation.values[0]))
 
 
 # -- the factory ----------------------------------------------------------------------------------------------

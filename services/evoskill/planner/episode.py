@@ -102,7 +102,7 @@ class EpisodePlayer:
 
     def _loop(self, agent: Agent, shadow: Agent | None, session: Any,
               max_steps: int) -> Iterator[planner_pb2.EpisodeUpdate]:
-        obs, env_steps = session.observation, 0
+        obs, env_steps, began, own = session.observation, 0, time.perf_counter(), 0.0
         for index in range(max_steps):
             if obs.done or not obs.valid_actions:
                 break
@@ -111,8 +111,10 @@ class EpisodePlayer:
             decision = agent.act(step)
             if decision is None:
                 break
+            deciding = time.perf_counter() - started
+            own += max(deciding - decision.env_seconds, 0.0)
             if decision.search is not None:
-                self._record_search(index, decision.search.stats, time.perf_counter() - started)
+                self._record_search(index, decision.search.stats, deciding)
             shadowed = self._shadow(shadow, step) if shadow is not None else None
             played = decision.stepped or self.sandbox.Step(
                 sandbox_pb2.StepRequest(session_id=session.session_id, action=decision.action, publish=True))
@@ -129,13 +131,14 @@ class EpisodePlayer:
             yield planner_pb2.EpisodeUpdate(
                 episode_id=self.completed.episode_id, step_index=index, action=decision.action, observation=obs,
                 search=decision.search, finished=finished, total_reward=self.completed.total_reward,
-                env_steps=env_steps, shadow=shadowed)
+                env_steps=env_steps, shadow=shadowed, seconds=time.perf_counter() - began, planner_seconds=own)
             if finished:
                 return
         self._finish(obs, env_steps)
         yield planner_pb2.EpisodeUpdate(episode_id=self.completed.episode_id, step_index=len(self.completed.steps),
                                         observation=obs, finished=True, total_reward=self.completed.total_reward,
-                                        env_steps=env_steps)
+                                        env_steps=env_steps, seconds=time.perf_counter() - began,
+                                        planner_seconds=own)
 
     def _shadow(self, shadow: Agent, step: Step) -> planner_pb2.ShadowDecision:
         """What the shadow agent decides in the state the acting one is about to act in (after it: the acting
