@@ -63,9 +63,11 @@ class AgentTools:
         templates and which candidates lead back to a state the episode has been in, as search does. Every
         child, however many (search caps them at `prefetch_children` a node; here it is one call a real
         step): a greedy θ offered a no-op such as `look around` would pick it forever."""
-        # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False.
+        # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False. A child that
+        # loses at once stays a candidate: knowing that is a lookahead's, not θ's.
         every_child = self.settings.model_copy(
-            update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0})
+            update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0,
+                    "prune_losses": False})
         env = self.model(step, every_child, None)
         env.root()
         root = env.nodes[()]
