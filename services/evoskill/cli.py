@@ -277,7 +277,7 @@ def solve(
 
     from evoskill.clients.episodes import episode_request, play, services
 
-    _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
+    env = _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
     configured = Settings()
 
     async def main() -> None:
@@ -319,8 +319,8 @@ def eval_cmd(
 
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
 
-    _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
-                        parallel=parallel)
+    env = _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
+                              parallel=parallel)
     if json_path is not None:  # fail now, not after every episode was played
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -355,9 +355,10 @@ def eval_cmd(
 
                 seeds = range(seed_offset, seed_offset + episodes)
                 report.episodes = list(await asyncio.gather(*(one(seed) for seed in seeds)))
-        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps")
+        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps",
+                      "planner share")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
-                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}")
+                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}", f"{report.planner_share:.0%}")
         console.print(table)
         if errors := sum(bool(e.error) for e in report.episodes):
             console.print(f"{errors} episode(s) failed in the services and count as lost with score 0")
@@ -386,9 +387,11 @@ AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
-def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> None:
-    """Refuse what could only produce lost episodes, before any service is started, naming the flag."""
+def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> str:
+    """Refuse what could only produce lost episodes, before any service is started, naming the flag. Returns
+    the spec as the services read it (a task file's path made absolute: they run in the state folder)."""
     from evoskill.envs import FOLDS, EnvSpecError, parse_spec
+    from evoskill.envs.spec import located
 
     try:
         parse_spec(env)
@@ -401,6 +404,7 @@ def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> Non
     for name, value in positive.items():
         if value < 1:
             _fail(f"--{name.replace('_', '-')} must be at least 1 (got {value})", 2)
+    return located(env)
 
 
 def _run_client(main) -> None:  # type: ignore[no-untyped-def]

@@ -32,10 +32,11 @@ def explore(
     from evoskill.cli import _fail, _run_client, console
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message
+    from evoskill.envs.spec import located
     from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, Thresholds, validate
 
     params = ExplorationParams(
-        candidate=candidate, envs=env, baseline=baseline, shadow_episodes=shadow_episodes,
+        candidate=candidate, envs=[located(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
         canary_episodes=canary_episodes, canary_fraction=canary_fraction, watch_episodes=watch_episodes,
         simulations=simulations, max_steps=max_steps, seed=seed, fold=fold,
         thresholds=Thresholds(min_agreement=min_agreement, success_margin=success_margin,

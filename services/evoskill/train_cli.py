@@ -45,10 +45,11 @@ def train(
     from evoskill.cli import _fail, _run_client, console
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message, run_training
+    from evoskill.envs.spec import located  # a task file's path made absolute: services run in the state folder
     from evoskill.orchestrator.training.logic import TrainingParams, validate
 
     params = TrainingParams(
-        envs=env, epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
+        envs=list(map(located, env)), epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
         simulations=simulations, search_algorithm=search_algorithm, max_steps=max_steps, train_steps=train_steps,
         batch_size=batch_size, parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune,
         es_population=es_population, train=not no_train, evaluate_start=eval_start, demos=demos,

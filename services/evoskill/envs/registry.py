@@ -31,6 +31,7 @@ BUILTIN_ENTRY_POINTS: dict[str, str] = {
     "twx": "evoskill.envs.schemes:TWX",
     "tw": "evoskill.envs.schemes:TW",
     "sciworld": "evoskill.envs.schemes:SCIWORLD",
+    "tools": "evoskill.envs.tools:TOOLS",
 }
 
 # parse(name, params, validate) -> (canonical name, canonical params); raises ValueError naming the problem.
@@ -53,7 +54,9 @@ class EnvScheme:
     ``make(spec, *, strict, max_steps, gold_path, cache_dir, **options) -> TextEnv`` starts the game
     ``spec`` names (``cache_dir``: a folder the stack keeps for generated files, or None). ``parse``
     canonicalises and checks the name and parameters before anything starts (default: kept as given).
-    ``environments()`` lists the games for :func:`~evoskill.envs.list_environments`.
+    ``environments()`` lists the games for :func:`~evoskill.envs.list_environments`. ``file_names``: the
+    name is a file's path (any text without '?'), which ``parse`` makes absolute, and clients send the spec in
+    that form (:func:`~evoskill.envs.spec.located`), since services run in folders of their own.
     """
 
     make: Callable[..., TextEnv]
@@ -61,6 +64,7 @@ class EnvScheme:
     description: str = ""
     aliases: tuple[str, ...] = ()
     environments: Callable[[], list[EnvironmentInfo]] | None = None
+    file_names: bool = False
 
     @classmethod
     def gym(cls, factory: Callable[[EnvSpec], Any], **fields: Any) -> EnvScheme:

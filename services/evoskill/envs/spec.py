@@ -124,6 +124,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\- ().]*$")
+_PATH_RE = re.compile(r"^[^?\x00]+$")  # the name of a scheme whose names are file paths
 
 
 class EnvSpecError(InvalidInput):
@@ -230,7 +231,7 @@ def parse_spec(spec: str | EnvSpec, *, validate: bool = True) -> EnvSpec:
     scheme, entry = scheme_registry().resolve(scheme_raw)
     name_raw, _, query = rest.partition("?")
     name_raw = name_raw.strip()
-    if not name_raw or not _NAME_RE.match(name_raw):
+    if not name_raw or not (_PATH_RE if entry.file_names else _NAME_RE).match(name_raw):
         raise EnvSpecError(f"missing or malformed name {name_raw!r} in spec {text!r}")
     params = _split_params(text, query)
     try:
@@ -240,6 +241,19 @@ def parse_spec(spec: str | EnvSpec, *, validate: bool = True) -> EnvSpec:
     except ValueError as exc:  # a plug-in's parse names the problem; the spec says where
         raise EnvSpecError(f"{scheme}:{name_raw}: {exc}") from exc
     return EnvSpec(scheme, name, dict(canonical))
+
+
+def located(spec: str) -> str:
+    """``spec`` as a service running in another folder reads it: where the scheme's names are file paths, the
+    canonical spec (the path made absolute); any other spec as given (a bad one too: its checker says why)."""
+    from evoskill.envs.registry import scheme_registry
+
+    try:
+        parsed = parse_spec(spec, validate=False)
+        file_names = scheme_registry().resolve(parsed.scheme)[1].file_names
+    except EnvSpecError:
+        return spec
+    return parsed.canonical() if file_names else spec
 
 
 def parse_twx(name: str, params: dict[str, str], validate: bool) -> tuple[str, dict[str, str]]:

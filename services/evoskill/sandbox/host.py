@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import PermissionDenied
@@ -29,6 +31,11 @@ def _path_seed(seed: int, path: tuple[str, ...]) -> int:
     """Deterministic across processes (Python's str hash is salted per process)."""
     digest = hashlib.blake2b("\x1f".join((str(seed), *path)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
+
+
+def _reported(env: TextEnv) -> common_pb2.Failure | None:
+    last_failure = getattr(env, "last_failure", None)
+    return last_failure() if callable(last_failure) else None
 
 
 @dataclass
@@ -67,9 +74,14 @@ class EnvHost:
 
     @classmethod
     def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
-             read_only: bool = False, gold_path: bool = True,
-             cache_dir: str | None = None) -> tuple[EnvHost, common_pb2.Observation]:
+             read_only: bool = False, gold_path: bool = True, cache_dir: str | None = None,
+             limits: Mapping[str, Any] | None = None) -> tuple[EnvHost, common_pb2.Observation]:
+        """``limits`` (step_timeout_s, memory_mb) go to an env with an ``apply_limits`` hook: one whose tools run
+        in processes of their own fits their calls into a step and their memory under the worker's cap."""
         env = make_env(spec, strict=True, gold_path=gold_path, cache_dir=cache_dir)
+        apply_limits = getattr(env, "apply_limits", None)
+        if limits and callable(apply_limits):
+            apply_limits(**limits)
         host = cls(env, spec, episode_id, faults or Faults(), read_only, seed)
         return host, host.reset(seed, fold)
 
@@ -99,7 +111,7 @@ class EnvHost:
         before = self.env.observation()
         failure = self.faults.draw(self._rng)
         transition = self._transition(before, action, failure, self.steps, self.history)
-        if transition.failure.kind == FailureKind.FAILURE_KIND_NONE:  # an injected failure never ran the action
+        if not transition.failure.injected:  # an injected failure never ran the action
             self.history.record(action, transition.after.text)
         self.steps += 1
         self._new_root()
@@ -110,7 +122,8 @@ class EnvHost:
         template = self.env.template(action)
         if failure is None:
             after, reward = self.env.step(action)  # InvalidActionError names the action
-            failure = common_pb2.Failure(kind=FailureKind.FAILURE_KIND_NONE)
+            # An env that reports failures of its own (a tool that timed out or crashed) says so: the step ran.
+            failure = _reported(self.env) or common_pb2.Failure(kind=FailureKind.FAILURE_KIND_NONE)
         else:
             after, reward = common_pb2.Observation(), 0.0
             after.CopyFrom(before)

@@ -77,7 +77,7 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             worker = self.idle.pop()
             if worker.alive:
                 return worker
-        return Worker(self.settings.memory_mb)
+        return Worker(self.settings.memory_mb, self.settings.step_timeout_s)
 
     def _release(self, worker: Worker) -> None:
         if worker.alive and len(self.idle) < 4:

@@ -47,7 +47,7 @@ def _kind(exc: Exception) -> str:
     return next((kind.__name__ for kind in _CROSSING if isinstance(exc, kind)), "")
 
 
-def _worker_main(conn: Connection) -> None:
+def _worker_main(conn: Connection, limits: dict[str, Any] | None = None) -> None:
     os.setpgid(0, 0)  # own process group: killing it takes the JVM along
     from evoskill.sandbox.confine import confine
     from evoskill.sandbox.host import EnvHost, Faults
@@ -76,7 +76,7 @@ def _worker_main(conn: Connection) -> None:
                         host.close()
                         host = None
                     host, obs = EnvHost.open(spec, seed, fold, episode_id, Faults(*faults), read_only, gold,
-                                             cache_dir)
+                                             cache_dir, limits)
                     opened = (spec, faults, read_only, gold, cache_dir)
                 result: Any = (obs.SerializeToString(), host.env.gold_path() or [])
             elif command == "exit":
@@ -122,12 +122,14 @@ def _rss_mb(pgid: int) -> float:
 
 
 class Worker:
-    """Parent-side handle of one worker process; calls are serialised by a lock."""
+    """Parent-side handle of one worker process; calls are serialised by a lock. ``step_timeout_s`` (with
+    ``memory_mb``) reaches an environment that runs processes of its own (EnvHost.open's ``limits``)."""
 
-    def __init__(self, memory_mb: int) -> None:
+    def __init__(self, memory_mb: int, step_timeout_s: float | None = None) -> None:
         self.memory_mb = memory_mb
         self._conn, child = _CTX.Pipe()
-        self.process = _CTX.Process(target=_worker_main, args=(child,), daemon=True)
+        limits = {"step_timeout_s": step_timeout_s, "memory_mb": memory_mb} if step_timeout_s else None
+        self.process = _CTX.Process(target=_worker_main, args=(child, limits), daemon=True)
         self.process.start()
         assert self.process.pid is not None
         self.pid: int = self.process.pid
@@ -149,6 +151,8 @@ class Worker:
                     raise TimeoutError(f"environment call {message[0]!r} took longer than {timeout_s:.1f}s; "
                                        "its worker was killed and replaced")
                 status, payload = self._conn.recv()
+            except TimeoutError:
+                raise  # ours, above (an OSError too): the call was slow, the worker did not die by itself
             except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as exc:
                 self.kill()
                 raise WorkerCrashed(f"environment worker died during {message[0]!r} "
