@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
@@ -53,8 +54,8 @@ def config_cmd(
 
 def _plain(value: object) -> object:
     """A setting as JSON and a person read it (paths and tuples as text and lists, not Python reprs)."""
-    if isinstance(value, Path):
-        return str(value)
+    if isinstance(value, Path | SecretStr):
+        return str(value)  # a secret shows masked, or empty when unset
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
@@ -79,8 +80,19 @@ def health(service: Annotated[str, typer.Argument(help="service name")]) -> None
     if service not in SERVICES:
         _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
     settings = Settings()
-    ok = asyncio.run(check_health(settings.endpoint(service).target))
+    ok = asyncio.run(check_health(settings.endpoint(service).target, settings=settings.grpc))
     raise typer.Exit(0 if ok else 1)
+
+
+@app.command("nats-auth")
+def nats_auth() -> None:
+    """Print the nats-server `authorization` block for an external NATS: a user per service, named after it, allowed
+    only the subjects it publishes and consumes. Each password is a variable the server reads from its environment
+    (EVOSKILL_NATS_PASSWORD_<SERVICE>); give each service the same value as EVOSKILL_NATS__PASSWORD."""
+    from evoskill.platform.nats_auth import authorization
+
+    nats = Settings().nats
+    print(authorization(nats.subject_prefix, nats.stream, SERVICES), end="")
 
 
 def _print_endpoints(settings: Settings) -> None:
@@ -343,9 +355,10 @@ def eval_cmd(
 
                 seeds = range(seed_offset, seed_offset + episodes)
                 report.episodes = list(await asyncio.gather(*(one(seed) for seed in seeds)))
-        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps")
+        table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps",
+                      "planner share")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
-                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}")
+                      f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}", f"{report.planner_share:.0%}")
         console.print(table)
         if errors := sum(bool(e.error) for e in report.episodes):
             console.print(f"{errors} episode(s) failed in the services and count as lost with score 0")

@@ -16,17 +16,22 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from evoskill.clients.training import start_training
+from evoskill.core.agent import Decision, Step
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+from evoskill.orchestrator.exploration.activities import ExplorationActivities
 from evoskill.orchestrator.exploration.logic import (
     ExplorationInput,
     ExplorationParams,
     ExplorationResult,
+    ShadowTask,
     Thresholds,
 )
 from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
+from evoskill.planner.agents import SearchAgent
 from evoskill.planner.service import PlannerServicer
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.rpc import channel
@@ -174,3 +179,28 @@ async def test_regression_in_the_watch_window_rolls_back_by_itself(stack: Stack,
     listed = await serving(stack)
     assert listed.serving_version == older and listed.serving_reason.startswith("rolled back by exploration")
     assert await planner_serves(stack, older) == older
+
+
+async def test_the_shadow_candidate_decides_on_the_episodes_own_state_and_memory(
+        stack: Stack, versions: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shadow stage's episode is played by the planner's runner: at each real step the candidate searches
+    with the memory the serving baseline searches with (what the episode took, the states it was in)."""
+    older, newer = versions
+    memory_seen: dict[str, list[tuple[int, list[str], int]]] = {older: [], newer: []}
+    act = SearchAgent.act
+
+    def spy(agent: SearchAgent, step: Step) -> Decision:  # in the planner's thread: the real search runs
+        version = getattr(agent.policy, "version", "")
+        memory_seen.setdefault(version, []).append((step.index, list(step.memory.taken),
+                                                    sum(step.memory.visited.values())))
+        return act(agent, step)
+
+    monkeypatch.setattr(SearchAgent, "act", spy)
+    task = ShadowTask(f"shadow-{uuid.uuid4().hex[:8]}", "twx:coin", 3, "dev", older, newer, simulations=4,
+                      max_steps=4)
+    shadow = await ActivityEnvironment().run(ExplorationActivities(stack.settings).shadow_episode, task)
+
+    taken = [s.baseline_action for s in shadow.steps]
+    assert len(taken) >= 2 and all(s.valid and s.candidate_action for s in shadow.steps)
+    expected = [(i, taken[:i], i) for i in range(len(taken))]
+    assert memory_seen[older] == expected and memory_seen[newer] == expected

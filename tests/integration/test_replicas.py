@@ -136,7 +136,7 @@ async def test_the_shadow_stage_runs_across_replicas(replicated: Replicated) -> 
         task = ShadowTask(f"shadow-{uuid.uuid4().hex[:8]}", "twx:coin", seed, "dev", baseline, candidate,
                           simulations=4, max_steps=3)
         shadow = await ActivityEnvironment().run(activities.shadow_episode, task)
-        # At every step both versions searched the session (on a planner replica of its own) and the baseline acted.
+        # At every step the planner playing it searched with both versions and the baseline acted.
         assert shadow.steps and all(step.valid and step.baseline_action for step in shadow.steps)
     assert [replicated.sandbox(i).opened - before[i] for i in range(2)] == [1, 1]
 

@@ -1,6 +1,7 @@
 """The embedded stack heals itself: kill -9 of nats-server, Temporal, the sandbox and reward, then of the planner; the
 supervisor reaps each, frees what it left (environment workers), starts it again on its port, records the
-restart in stack.json for `evoskill status`, and the next episode is played; a command after a planner kill
+restart in stack.json for `evoskill status`, and the next episode is played (NATS with authentication on, as
+`evoskill up` runs it: the restarted nats-server admits the services' users again); a command after a planner kill
 waits for it instead of saying "no stack is running" (or "state folder in use")."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import nats
 import pytest
 
 from evoskill.clients.episodes import episode_request, play, services
+from evoskill.platform.bus import connect_options
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import check_health
 from evoskill.stack.running import ServiceDown, process_alive
@@ -35,19 +37,20 @@ def component(settings: Settings, name: str) -> dict[str, Any]:
     return next(c for c in state["components"] if c["name"] == name)
 
 
-async def restarted(settings: Settings, name: str, old_pid: int) -> bool:
-    c = component(settings, name)
+async def restarted(stack: Stack, name: str, old_pid: int) -> bool:
+    c = component(stack.settings, name)
     if c["state"] != "running" or c["pid"] == old_pid or c["restarts"] < 1:
         return False
-    if name == "nats-server":
-        return await nats_ready(c["address"])
+    if name == "nats-server":  # it admits the stack's users again, with the same passwords
+        return await nats_ready(c["address"], options=connect_options(stack.nats_settings()))
     return await (temporal_ready if name == "temporal" else check_health)(c["address"])
 
 
-async def stream_messages(settings: Settings) -> int:
-    nc = await nats.connect(settings.nats_url, connect_timeout=2, max_reconnect_attempts=0)
+async def stream_messages(stack: Stack) -> int:
+    nc = await nats.connect(stack.settings.nats_url, connect_timeout=2, max_reconnect_attempts=0,
+                            **connect_options(stack.nats_settings()))
     try:
-        return int((await nc.jetstream().stream_info(settings.nats.stream)).state.messages)
+        return int((await nc.jetstream().stream_info(stack.settings.nats.stream)).state.messages)
     finally:
         await nc.close()
 
@@ -61,7 +64,7 @@ async def test_killed_children_are_restarted_and_the_next_episodes_are_played(tm
         async with services(settings, said.append) as running:
             assert (await play(running, episode_request(seed=0, **EPISODE))).steps > 0
         assert said == []  # the stack was found, not started
-        events = await stream_messages(settings)
+        events = await stream_messages(stack)
         assert events > 0
         pids = {name: component(settings, name)["pid"] for name in ("nats-server", "temporal", "sandbox", "reward")}
         workers = sessions_alive({pids["sandbox"]})
@@ -70,11 +73,11 @@ async def test_killed_children_are_restarted_and_the_next_episodes_are_played(tm
         for pid in pids.values():
             os.kill(pid, signal.SIGKILL)
         for name, pid in pids.items():
-            await until(lambda name=name, pid=pid: restarted(settings, name, pid), f"{name} restarted")  # type: ignore[misc]
+            await until(lambda name=name, pid=pid: restarted(stack, name, pid), f"{name} restarted")  # type: ignore[misc]
             assert component(settings, name)["last_exit"] == "signal 9 (SIGKILL)"
             assert not process_alive(pid)  # reaped, not a zombie
         assert sessions_alive({pids["sandbox"]}) == []  # the crashed sandbox's worker went too
-        assert await stream_messages(settings) >= events  # same JetStream store: the stream survived
+        assert await stream_messages(stack) >= events  # same JetStream store: the stream survived
 
         status = await asyncio.to_thread(cli, env_of(settings), "status")
         rows = {line.split("│")[1].strip(): line for line in status.stdout.splitlines() if line.count("│") > 4}

@@ -152,7 +152,7 @@ async def test_a_worker_the_sandbox_kills_mid_call_takes_its_tool_processes_alon
         await worker.call(120.0, "open", f"tools:{path}", 0, "train", "e1", (0.0, 0.0), False, False, None)
         assert len(processes_mentioning(str(tmp_path))) == 2  # the MCP server and the Python tool host
         # The sandbox's step timeout, here 1 s, kills the worker; the call says it timed out, not that it crashed.
-        with pytest.raises(TimeoutError, match="took longer than 1.0s"):
+        with pytest.raises(TimeoutError, match=r"took longer than 1\.0s"):
             await worker.call(1.0, "step", "stall_py(seconds=600)")
     finally:
         worker.kill()

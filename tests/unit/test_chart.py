@@ -227,7 +227,7 @@ def test_resources_and_security_context(profile: str, service: str) -> None:
     assert pod["securityContext"]["runAsUser"] == 10001  # the image's USER (deploy/Dockerfile)
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["automountServiceAccountToken"] is False
-    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"] if m["name"] != "nats-tls"}  # read-only
     assert mounts == {"tmp": "/tmp", "state": "/var/lib/evoskill"}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes["tmp"]
@@ -397,6 +397,27 @@ def test_qdrant_api_key_reaches_only_the_memory_service() -> None:
             }
         else:
             assert "EVOSKILL_QDRANT__API_KEY" not in env
+
+
+def test_nats_credentials_and_certificates_come_from_secrets_never_from_values() -> None:
+    for service in SERVICES:
+        deployment = get("production", "Deployment", f"{RELEASE}-{service}")
+        env = {e["name"]: e for e in container(deployment)["env"]}
+        assert env["EVOSKILL_NATS__USER"]["value"] == service  # its own user, with its own permissions
+        assert env["EVOSKILL_NATS__PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+            "name": "evoskill-nats-passwords", "key": service}
+        mount = next(m for m in container(deployment)["volumeMounts"] if m["name"] == "nats-tls")
+        assert mount["readOnly"] and mount["mountPath"] == "/etc/evoskill/nats-tls"
+        volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "nats-tls")
+        assert volume["secret"]["secretName"] == "evoskill-nats-tls"
+        config = get("production", "ConfigMap", f"{RELEASE}-{service}")["data"]
+        assert {k: v for k, v in config.items() if k.startswith("EVOSKILL_NATS__TLS__")} == {
+            f"EVOSKILL_NATS__TLS__{name}": f"/etc/evoskill/nats-tls/{file}"
+            for name, file in (("CA", "ca.crt"), ("CERT", "tls.crt"), ("KEY", "tls.key"))}
+        assert not {"EVOSKILL_NATS__PASSWORD", "EVOSKILL_QDRANT__API_KEY"} & set(config)
+    plain = get("default", "Deployment", f"{RELEASE}-planner")
+    assert not {"EVOSKILL_NATS__USER", "EVOSKILL_NATS__PASSWORD"} & {e["name"] for e in container(plain)["env"]}
+    assert "nats-tls" not in {v["name"] for v in plain["spec"]["template"]["spec"]["volumes"]}
 
 
 @pytest.mark.parametrize(

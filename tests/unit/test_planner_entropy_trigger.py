@@ -74,3 +74,10 @@ def test_a_sure_theta_acts_without_search_and_spends_only_the_children() -> None
 
 def test_an_unsure_theta_is_searched() -> None:
     assert all(n > 0 for n in simulations(play(unsure, 0.5)))
+
+
+def test_each_update_says_how_much_of_the_episode_the_planner_took() -> None:
+    updates = play(unsure, 0.5)
+    last = updates[-1]
+    assert 0 < last.planner_seconds <= last.seconds  # searching is the planner's; waiting on the env is not
+    assert [u.seconds for u in updates] == sorted(u.seconds for u in updates)

@@ -56,7 +56,7 @@ def visits_of(penalty: float) -> list[int]:
     config = planner_pb2.SearchConfig(agent="policy", policy_revisit_penalty=penalty)  # the request's, as eval sets it
     request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=20, config=config)
     list(player.play(request))
-    return sorted(player.visited.values(), reverse=True)
+    return sorted(player.episode.visited.values(), reverse=True)
 
 
 @pytest.mark.parametrize("penalty", [0.0, 1.0])

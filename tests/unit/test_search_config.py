@@ -6,7 +6,7 @@ import pytest
 
 from evoskill.core.errors import InvalidInput
 from evoskill.core.search_config import NOT_ON_THE_WIRE, SearchConfig
-from evoskill.planner.episode import resolve_config
+from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import Settings
 
@@ -16,7 +16,7 @@ CHANGED = SearchConfig(
     transpositions=False, batch_size=2, virtual_loss=0.5, unvisited_q=-0.25, normalize_q=False, max_depth=12, seed=9,
     prefetch_children=0, noop_penalty=2.0, revisit_penalty=0.0, memory_weight=1.5, memory_limit=3,
     policy_value_mix=0.75, algorithm="gumbel", gumbel_max_actions=4, gumbel_c_visit=10.0, gumbel_c_scale=0.5,
-    gumbel_scale=0.0, policy_revisit_penalty=0.0, memory_profile="exploratory", entropy_trigger=0.3,
+    gumbel_scale=0.0, policy_revisit_penalty=0.0, memory_profile="exploratory", entropy_trigger=0.3, prune_losses=False,
 )
 
 

@@ -18,7 +18,7 @@ from evoskill.core.search.model import ROLLOUT_SEED_STRIDE, SearchModel
 from evoskill.core.state_text import candidate_text
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.episode import search_target
+from evoskill.planner.search_io import search_target
 from evoskill.platform.config import RewardSettings, Settings
 from evoskill.reward.service import RewardServicer
 from evoskill.sandbox.host import EnvHost
@@ -264,3 +264,37 @@ def test_reading_a_document_is_a_candidate_until_its_text_is_in_the_notes() -> N
         assert "read cookbook" not in again.actions(())
     finally:
         host.close()
+
+
+def scripted(children: dict[str, tuple[bool, bool, float]]):  # type: ignore[no-untyped-def]
+    """A root whose children are (done, won, score) as given: a deterministic world seen through `simulate`."""
+
+    def simulate(probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
+        out = []
+        for probe in probes:
+            if not probe.actions:
+                obs = Observation(text="a kitchen", valid_actions=list(children), score=0.2)
+                out.append(sandbox_pb2.ProbeResult(observation=obs, state_key="root",
+                                                   templates=list(children)))
+                continue
+            done, won, score = children[probe.actions[-1]]
+            obs = Observation(text=probe.actions[-1], done=done, won=won, score=score,
+                              valid_actions=[] if done else ["wait"])
+            out.append(sandbox_pb2.ProbeResult(observation=obs, state_key="/".join(probe.actions),
+                                               templates=[] if done else ["wait"]))
+        return out, len(probes)
+
+    return simulate
+
+
+@pytest.mark.parametrize("prune", [True, False])
+def test_a_child_that_loses_at_once_is_not_a_candidate_where_another_remains(prune: bool) -> None:
+    children = {"cook in barbeque": (True, False, 0.2), "fry": (False, False, 0.4), "eat meal": (True, True, 1.0),
+                "burn it": (True, False, 0.0)}
+    env = SearchModel(scripted(children), SCORE, SearchConfig(prune_losses=prune))
+    env.root()
+    expected = ["fry", "eat meal"] if prune else list(children)
+    assert list(env.actions(())) == expected  # a win is kept; losing gains nothing, so it goes
+    only_losses = SearchModel(scripted({"burn it": (True, False, 0.0)}), SCORE, SearchConfig())
+    only_losses.root()
+    assert list(only_losses.actions(())) == ["burn it"]  # nothing else to do: it stays

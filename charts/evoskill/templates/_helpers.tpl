@@ -157,6 +157,13 @@ data:
   EVOSKILL_BIND_HOST: {{ $cfg.bindHost | quote }}
   EVOSKILL_NATS__URL: {{ include "evoskill.natsUrl" $ | quote }}
   EVOSKILL_NATS__STREAM: {{ $.Values.externalServers.nats.stream | quote }}
+  {{- if $.Values.externalServers.nats.tls.secretName }}
+  EVOSKILL_NATS__TLS__CA: /etc/evoskill/nats-tls/ca.crt
+  {{- if $.Values.externalServers.nats.tls.clientCert }}
+  EVOSKILL_NATS__TLS__CERT: /etc/evoskill/nats-tls/tls.crt
+  EVOSKILL_NATS__TLS__KEY: /etc/evoskill/nats-tls/tls.key
+  {{- end }}
+  {{- end }}
   EVOSKILL_TEMPORAL__ADDRESS: {{ include "evoskill.temporalAddress" $ | quote }}
   EVOSKILL_TEMPORAL__NAMESPACE: {{ $.Values.externalServers.temporal.namespace | quote }}
   EVOSKILL_TEMPORAL__TASK_QUEUE: {{ $.Values.externalServers.temporal.taskQueue | quote }}

@@ -54,6 +54,7 @@ class AgentRow:
     score: list[float] = field(default_factory=list)
     env_steps: list[float] = field(default_factory=list)  # mean environment steps per episode, search included
     steps: list[float] = field(default_factory=list)  # mean real steps per episode
+    planner_share: list[float] = field(default_factory=list)  # the planner's own share of episode wall time
 
     def record(self, report: dict[str, Any]) -> None:
         """One evaluation's figures (an `evoskill eval --json` report)."""
@@ -61,6 +62,7 @@ class AgentRow:
         self.score.append(report["mean_score"])
         self.env_steps.append(report["mean_env_steps"])
         self.steps.append(report.get("mean_steps", 0.0))
+        self.planner_share.append(report.get("planner_share", 0.0))
 
     def mean_sd(self, values: list[float]) -> tuple[float, float]:
         return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0

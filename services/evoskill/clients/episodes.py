@@ -23,6 +23,8 @@ class EpisodeOutcome:
     steps: int
     total_reward: float
     actions: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # the episode's wall time in the planner
+    planner_seconds: float = 0.0  # of which the planner deciding, less its waits on the environment
     error: str = ""  # the status of an episode the services could not finish (counted as lost, score 0)
 
 
@@ -47,11 +49,18 @@ class EvalReport:
     def mean_env_steps(self) -> float:
         return statistics.fmean(e.env_steps for e in self.episodes) if self.episodes else 0.0
 
+    @property
+    def planner_share(self) -> float:
+        """The planner's own share of the episodes' wall time (the rest: the environment, rewards, transport)."""
+        total = sum(e.seconds for e in self.episodes)
+        return sum(e.planner_seconds for e in self.episodes) / total if total > 0 else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "env": self.env, "agent": self.agent, "fold": self.fold, "simulations": self.simulations,
             "success_rate": self.success_rate, "mean_score": self.mean_score, "mean_env_steps": self.mean_env_steps,
             "mean_steps": statistics.fmean(e.steps for e in self.episodes) if self.episodes else 0.0,
+            "planner_share": self.planner_share,
             "errors": sum(bool(e.error) for e in self.episodes),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings,
         }
@@ -78,7 +87,8 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
             if on_update is not None:
                 on_update(update)
     obs = last.observation
-    return EpisodeOutcome(request.seed, obs.won, obs.score, last.env_steps, len(actions), last.total_reward, actions)
+    return EpisodeOutcome(request.seed, obs.won, obs.score, last.env_steps, len(actions), last.total_reward, actions,
+                          seconds=last.seconds, planner_seconds=last.planner_seconds)
 
 
 @asynccontextmanager
@@ -90,7 +100,8 @@ async def services(settings: Settings, say: Callable[[str], None]) -> AsyncItera
     from evoskill.stack.supervisor import Stack, running_settings
 
     state_dir = settings.state_dir.resolve()
-    if await wait_for_stack(settings, say) is not None or await check_health(settings.endpoint("planner").target):
+    planner = settings.endpoint("planner").target
+    if await wait_for_stack(settings, say) is not None or await check_health(planner, settings=settings.grpc):
         with _explained(lambda: outage(live_state(settings), state_dir), ServiceDown):
             yield running_settings(settings)
         return

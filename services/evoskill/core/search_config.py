@@ -27,7 +27,7 @@ _PLAIN_FIELDS = (
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
-    "entropy_trigger",
+    "entropy_trigger", "prune_losses",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -107,6 +107,12 @@ class SearchConfig(BaseModel):
         "search then drops the actions that change nothing",
     )
     noop_penalty: float = Field(1.0, description="Search-time cost of an action that changes nothing (a dead end)")
+    prune_losses: bool = Field(
+        True, description="Search drops a stepped child that ends the episode lost at once (done, not won, no score "
+        "gained) while another candidate remains: in a deterministic world its outcome is known, and at a small "
+        "budget under virtual loss the prior's favourite can take every visit before its loss is backed up. θ "
+        "alone keeps them (it is θ's choice, not a lookahead's)",
+    )
     revisit_penalty: float = Field(
         0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
     )

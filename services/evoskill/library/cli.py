@@ -37,7 +37,7 @@ async def learner_stub(settings: Settings, say: Callable[[str], None]) -> AsyncI
     from evoskill.platform.rpc import channel, check_health
 
     async with contextlib.AsyncExitStack() as up:
-        if not await check_health(settings.endpoint("learner").target):
+        if not await check_health(settings.endpoint("learner").target, settings=settings.grpc):
             await up.enter_async_context(services(settings, say))
         ch = await up.enter_async_context(channel(settings.endpoint("learner").target, settings.grpc))
         yield learner_pb2_grpc.LearnerServiceStub(ch)

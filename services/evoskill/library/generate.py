@@ -1,10 +1,10 @@
 """Gold-path episodes straight from the environment adapters, in parallel worker processes.
 
 Each worker holds one environment (an `EnvHost`, reused across episodes: a JVM start costs about a
-second) and plays the planner's own "demo" agent (`EpisodePlayer`) against it in-process: the
-sandbox's and the reward service's calls are answered by the host and by the reward service's own
-function (`Scorer`), so an episode made here is the one the stack records when it plays a demonstration (the
-candidates' templates, their `seen` marks, the rewards), without a service in between.
+second) and plays the planner's own episode runner with its "demo" agent (`EpisodePlayer`, `DemoAgent`)
+against it in-process: the sandbox's and the reward service's calls are answered by the host and by the
+reward service's own function (`Scorer`), so an episode made here is the one the stack records when it plays a
+demonstration (the candidates' templates, their `seen` marks, the rewards), without a service in between.
 
 `seen` marks need every child of every state stepped once; on environments without a native state
 copy (TextWorldExpress, ScienceWorld) each child costs a replay of the episode so far. `seen=False`

@@ -28,7 +28,7 @@ from evoskill.platform.config import Settings
 def open_qdrant(settings: Settings) -> QdrantClient:
     """One process per local storage path: only the memory service opens it."""
     if settings.qdrant.url:
-        return QdrantClient(url=settings.qdrant.url, api_key=settings.qdrant.api_key or None)
+        return QdrantClient(url=settings.qdrant.url, api_key=settings.qdrant.api_key.get_secret_value() or None)
     settings.qdrant_path.mkdir(parents=True, exist_ok=True)
     return QdrantClient(path=str(settings.qdrant_path))
 

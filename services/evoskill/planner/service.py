@@ -13,14 +13,18 @@ from typing import Any
 
 import grpc
 
-from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.common.v1 import common_pb2
+from evoskill.core.agent import EpisodeMemory, Step
+from evoskill.core.errors import InvalidInput
 from evoskill.core.reward import Scorer
 from evoskill.core.search.advice import PolicyFn
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2_grpc
 from evoskill.planner import llm
-from evoskill.planner.episode import EpisodePlayer, resolve_config, search_env, search_policy, search_reply
+from evoskill.planner.agents import AgentTools, agent_kind, build_agent
+from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
+from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
@@ -31,7 +35,6 @@ from evoskill.reward.v1 import reward_pb2_grpc
 from evoskill.sandbox.v1 import sandbox_pb2_grpc
 
 SERVICE_NAME = "evoskill.planner.v1.PlannerService"
-POLICY_AGENTS = ("policy", "policy+mcts")
 _DONE = object()
 log = logging.getLogger(__name__)
 
@@ -52,27 +55,30 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         return ReplicaStub(service, self.settings.endpoint(service), stub,
                            lambda address: sync_channel(address, self.settings.grpc), owns_sessions)
 
-    def player(self, policy: PolicyFn | None = None) -> EpisodePlayer:
+    def player(self, policy: PolicyFn | None = None, shadow_policy: PolicyFn | None = None) -> EpisodePlayer:
         return EpisodePlayer(self.sandbox, self.reward, self.settings.search, self.score, policy,
-                             memory=self.memory, llm=self.llm)
+                             memory=self.memory, llm=self.llm, shadow_policy=shadow_policy)
 
-    async def serving_policy(self, config: planner_pb2.SearchConfig) -> OnnxPolicyFn | None:
-        """θ at `config.policy_version` (empty = the newest published) for the policy agents, else None."""
-        if config.agent not in POLICY_AGENTS:
+    async def serving_policy(self, config: planner_pb2.SearchConfig, version: str | None = None) -> OnnxPolicyFn | None:
+        """θ at `version` (default `config.policy_version`; empty = the serving one) for the agents that play
+        with θ, else None."""
+        if not agent_kind(config).theta:
             return None
-        return await asyncio.to_thread(self.policies.get, config.policy_version)
+        return await asyncio.to_thread(self.policies.get, config.policy_version if version is None else version)
 
     async def PlayEpisode(self, request: planner_pb2.PlayEpisodeRequest,
                           context: grpc.aio.ServicerContext) -> AsyncIterator[planner_pb2.EpisodeUpdate]:
         try:
             policy = await self.serving_policy(request.config)
+            shadow = (await self.serving_policy(request.config, request.shadow_policy_version)
+                      if request.shadow_policy_version else None)
         except Exception as exc:
             await abort_for(context, exc, "PlayEpisode")
         served = planner_pb2.PlayEpisodeRequest()
         served.CopyFrom(request)
         served.config.policy_version = policy.version if policy else ""  # recorded in EpisodeCompleted
         request = served
-        player = self.player(policy)
+        player = self.player(policy, shadow)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         stop = player.stop  # set when the call ends, however: the episode stops before its next search round
@@ -106,25 +112,28 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     @rpc_method
     async def Search(self, request: planner_pb2.SearchRequest,
                      context: grpc.aio.ServicerContext) -> planner_pb2.SearchReply:
+        """One search from the session's state as the request's agent searches (mcts, policy+mcts), outside any
+        episode: no episode memory, no retrieved memories or LLM advice."""
         if not request.session_id:
             raise InvalidInput("session_id is empty")
-        config = resolve_config(request.config, self.settings.search, request.config.seed)
+        if not agent_kind(request.config).searches:
+            raise InvalidInput(f"Search runs a search: agent {request.config.agent!r} does not search "
+                               "(mcts, policy+mcts do)")
+        resolve_config(request.config, self.settings.search, request.config.seed)  # bad settings: bad input
         policy = await self.serving_policy(request.config)
-        stop = threading.Event()
+        tools = AgentTools(self.sandbox, self.settings.search, self.score)
+        agent = build_agent(tools, planner_pb2.PlayEpisodeRequest(config=request.config), policy)
+        step = Step(request.session_id, common_pb2.Observation(), 0, request.config.seed, EpisodeMemory())
 
         def run() -> planner_pb2.SearchReply:
-            env = search_env(self.sandbox, request.session_id, config, self.score,
-                             search_policy(request.config, policy), stop=stop)
-            if env.root().num_actions == 0:
-                raise FailedPrecondition(f"session {request.session_id} has no valid action (episode over?)")
-            result = env.run()
-            actions = list(env.actions(()))
-            return search_reply(result, actions, actions[result.action])
+            decision = agent.act(step)
+            assert decision is not None and decision.search is not None  # a searching agent's
+            return decision.search
 
         try:
             return await asyncio.to_thread(run)
         finally:
-            stop.set()  # a cancelled or expired call: its search stops before its next round
+            tools.stop.set()  # a cancelled or expired call: its search stops before its next round
 
 
 def policy_consumer(settings: Settings) -> str:

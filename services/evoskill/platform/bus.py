@@ -16,6 +16,9 @@ Every publish is refused over `nats.max_message_bytes` (ResourceExhausted).
 Trace context rides in the NATS headers (FastStream's NatsTelemetryMiddleware), so a consumer's span
 continues the publisher's trace. A message over the server's max_payload travels through the object store
 (`evoskill.platform.payloads`).
+`ROUTES` lists what each service publishes and consumes: its NATS user is allowed exactly that
+(`evoskill.platform.nats_auth`), and the Bus of a listed service refuses anything else (PermissionDenied), so the
+table is what the code does. Credentials and TLS come from `nats.user`, `nats.password` and `nats.tls`.
 Each consumer counts and times what it handles by outcome, and a watcher reports each durable consumer's
 lag (messages not yet acknowledged) every `lag_interval_s`; see `evoskill.platform.metrics`.
 """
@@ -34,16 +37,18 @@ from typing import Any, TypeVar
 from faststream import AckPolicy
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, NatsMessage, PullSub, StreamConfig
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from faststream.nats.security import NatsSecurity, NatsUserPassword
 from google.protobuf.message import DecodeError, Message
 from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import trace
 
-from evoskill.core.errors import DomainError, InvalidInput, ResourceExhausted
+from evoskill.core.errors import DomainError, InvalidInput, PermissionDenied, ResourceExhausted
 from evoskill.core.limits import MESSAGE_CHARS, bounded, check_message
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
-from evoskill.platform.config import Settings
-from evoskill.platform.payloads import PayloadMissingError, Payloads, PayloadTooLargeError
+from evoskill.platform.config import NatsSettings, Settings
+from evoskill.platform.payloads import PayloadMissingError, Payloads, PayloadTooLargeError, payload_bucket
+from evoskill.platform.tls import client_context
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,44 @@ class Subjects:
     DLQ = "dlq"
 
 
+@dataclass(frozen=True)
+class Route:
+    """What one service publishes and consumes on the bus (subject names without the prefix)."""
+
+    publishes: tuple[str, ...] = ()
+    consumes: tuple[str, ...] = ()
+
+
+S = Subjects
+ROUTES: dict[str, Route] = {
+    "sandbox": Route(publishes=(S.STEP_EXECUTED,)),
+    "reward": Route(publishes=(S.REWARD_SCORED,), consumes=(S.STEP_EXECUTED,)),
+    "memory": Route(consumes=(S.REWARD_SCORED, S.EPISODE_COMPLETED)),
+    "planner": Route(publishes=(S.SEARCH_STATS, S.EPISODE_COMPLETED), consumes=(S.POLICY_PUBLISHED, S.POLICY_SERVING)),
+    "learner": Route(publishes=(S.POLICY_PUBLISHED, S.POLICY_SERVING), consumes=(S.EPISODE_COMPLETED,)),
+    "orchestrator": Route(),
+}
+
+
+def connect_options(nats: NatsSettings) -> dict[str, Any]:
+    """Keyword arguments of `nats.connect` for this process: its user and password, and TLS."""
+    options: dict[str, Any] = {}
+    if nats.user:
+        options.update(user=nats.user, password=nats.password.get_secret_value())
+    if (context := client_context(nats.tls)) is not None:
+        options.update(tls=context, tls_hostname=nats.tls.server_name or None)
+    return options
+
+
+def broker_security(nats: NatsSettings) -> NatsSecurity | None:
+    """`connect_options` as FastStream takes them."""
+    options = connect_options(nats)
+    context, hostname = options.get("tls"), options.get("tls_hostname")
+    if nats.user:
+        return NatsUserPassword(options["user"], options["password"], ssl_context=context, tls_hostname=hostname)
+    return NatsSecurity(ssl_context=context, tls_hostname=hostname) if options else None
+
+
 class Bus:
     """A service's connection to the event bus."""
 
@@ -77,6 +120,7 @@ class Bus:
         self.prefix = settings.nats.subject_prefix
         self.broker = NatsBroker(
             settings.nats_url,
+            security=broker_security(settings.nats),
             middlewares=[NatsTelemetryMiddleware(tracer_provider=trace.get_tracer_provider())],
             logger=logging.getLogger(f"evoskill.{service}.bus"),
             graceful_timeout=10.0,
@@ -86,11 +130,17 @@ class Bus:
         self.stream_config = StreamConfig(
             name=settings.nats.stream, subjects=[f"{self.prefix}.>"], max_age=settings.nats.max_age_s
         )
-        self.payloads = Payloads(self.broker, f"{settings.nats.stream}-payloads", settings.nats.max_age_s,
+        self.payloads = Payloads(self.broker, payload_bucket(settings.nats.stream), settings.nats.max_age_s,
                                  settings.nats.max_message_bytes)
 
     def subject(self, name: str) -> str:
         return f"{self.prefix}.{name}"
+
+    def _check_route(self, name: str, verb: str) -> None:
+        route = ROUTES.get(self.service)
+        if route is not None and name not in (route.publishes if verb == "publish" else route.consumes):
+            raise PermissionDenied(f"{self.service} does not {verb} {name}: platform.bus.ROUTES lists what it "
+                                   "does, and its NATS user may do no more")
 
     async def start(self) -> None:
         await self.broker.connect()
@@ -150,6 +200,7 @@ class Bus:
     async def publish(self, name: str, message: Message, headers: dict[str, str] | None = None) -> None:
         """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack; ResourceExhausted
         over `nats.max_message_bytes`."""
+        self._check_route(name, "publish")
         data = message.SerializeToString()
         if len(data) > self.settings.nats.max_message_bytes:
             raise ResourceExhausted(f"a {type(message).__name__} of {len(data)} bytes for {self.subject(name)} is "
@@ -179,6 +230,7 @@ class Bus:
         dead-letters the message at once with the reason; any other exception is retried with backoff, then
         dead-lettered when `nats.max_deliver` deliveries have failed.
         """
+        self._check_route(name, "consume")
         durable = durable or f"{self.service}-{name.replace('.', '-')}"
         nats = self.settings.nats
         subject = self.subject(name)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -33,9 +33,49 @@ class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class TlsSettings(_Group):
+    """TLS of one transport (NATS or gRPC): on when `cert` or `ca` is set. A server presents `cert`; a client
+    verifies its server with `ca` and presents `cert` where servers require client certificates."""
+
+    cert: Path | None = Field(None, description="PEM certificate (chain) this process presents: a server's own, "
+                              "and a client's where servers ask for one (client_auth)")
+    key: Path | None = Field(None, description="PEM private key of cert")
+    ca: Path | None = Field(None, description="PEM CA bundle that verifies the other side (empty: the system's "
+                            "roots; a client trusting them with no cert of its own sets this to the system bundle)")
+    client_auth: bool = Field(False, description="Servers require a client certificate signed by ca (mutual TLS)")
+    server_name: str = Field("", description="Name the server's certificate must carry when it is not the host "
+                             "dialled (a pod IP, an IP address)")
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert is not None or self.ca is not None
+
+    @field_validator("cert", "key", "ca")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        """Relative to where the settings were read: the stack's children run in the state folder."""
+        return path.absolute() if path is not None else None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TlsSettings:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("cert and key go together: set both or neither")
+        if self.client_auth and self.ca is None:
+            raise ValueError("client_auth needs ca, the CA that signs client certificates")
+        return self
+
+
 class NatsSettings(_Group):
     url: str = Field("", description="External NATS URL; empty = the embedded nats-server")
     port: int = Field(4222, description="Port of the embedded nats-server")
+    auth: bool = Field(True, description="The embedded nats-server requires a user per service, allowed only the "
+                       "subjects it publishes and consumes, with a password generated at each start (false: "
+                       "anyone who reaches the port may publish)")
+    user: str = Field("", description="NATS user this process connects as (the embedded stack sets each "
+                      "service's own); empty = no credentials")
+    password: SecretStr = Field(SecretStr(""), description="Password of user (from the environment or a "
+                                "Kubernetes Secret; never written to a settings file)")
+    tls: TlsSettings = Field(default_factory=TlsSettings)  # type: ignore[arg-type]
     stream: str = Field("EVOSKILL", description="JetStream stream holding every evoskill subject")
     subject_prefix: str = Field("evoskill", description="Prefix of every subject")
     max_deliver: int = Field(5, ge=1, le=100,
@@ -66,7 +106,8 @@ class TemporalSettings(_Group):
 class QdrantSettings(_Group):
     url: str = Field("", description="External Qdrant URL; empty = local mode on disk under the state folder")
     collection: str = Field("experiences", description="Collection of experience units")
-    api_key: str = Field("", description="API key for an external Qdrant")
+    api_key: SecretStr = Field(SecretStr(""), description="API key for an external Qdrant (from the environment or a "
+                               "Kubernetes Secret; never written to a settings file)")
 
 
 class TelemetrySettings(_Group):
@@ -112,6 +153,9 @@ class GrpcSettings(_Group):
         300.0, description="Servers ask clients to reconnect after this long (calls in flight finish), so a "
         "client re-resolves a headless Service and reaches replicas added since (0 = never)"
     )
+    reflection: bool = Field(False, description="Serve gRPC server reflection (grpcurl lists and calls methods "
+                             "without the .proto files): a development aid, off by default")
+    tls: TlsSettings = Field(default_factory=TlsSettings)  # type: ignore[arg-type]
 
 
 class SandboxSettings(_Group):
@@ -384,6 +428,31 @@ def get_settings() -> Settings:
     return Settings()
 
 
+def variable_of(path: tuple[str, ...]) -> str:
+    """The environment variable that sets the setting at `path` (("nats", "password") -> EVOSKILL_NATS__PASSWORD)."""
+    return "EVOSKILL_" + "__".join(path).upper()
+
+
+def without_secrets(settings: BaseModel) -> tuple[dict[str, Any], dict[str, str]]:
+    """`settings` as a settings file holds them, every secret (SecretStr) left out, and the secrets that are set as
+    the environment variables that set them: a child process gets both, and no secret reaches the disk."""
+    data: dict[str, Any] = settings.model_dump(mode="json")
+    env: dict[str, str] = {}
+
+    def split(model: BaseModel, into: dict[str, Any], path: tuple[str, ...]) -> None:
+        for name in type(model).model_fields:
+            value = getattr(model, name)
+            if isinstance(value, SecretStr):
+                del into[name]
+                if value.get_secret_value():
+                    env[variable_of((*path, name))] = value.get_secret_value()
+            elif isinstance(value, BaseModel):
+                split(value, into[name], (*path, name))
+
+    split(settings, data, ())
+    return data, env
+
+
 @dataclass(frozen=True)
 class SettingRow:
     name: str  # dotted, as in a config file: search.c_puct
@@ -408,6 +477,6 @@ def describe(settings: BaseModel | None = None, prefix: str = "") -> list[Settin
             dotted = f"{prefix}{name}"
             # A table of groups (memory.profiles) shows as plain values: what a settings file would hold.
             value, default = (to_jsonable_python(v) if isinstance(v, dict) else v for v in (value, default))
-            rows.append(SettingRow(dotted, value, default, "EVOSKILL_" + dotted.replace(".", "__").upper(),
+            rows.append(SettingRow(dotted, value, default, variable_of(tuple(dotted.split("."))),
                                    field.description or ""))
     return rows

@@ -28,6 +28,11 @@ HEADROOM = 8 * 1024  # the headers (trace context, the reference) count against 
 FETCH_TIMEOUT_S = 60.0  # an object whose chunks expired before its metadata would be waited for forever
 
 
+def payload_bucket(stream: str) -> str:
+    """The object store bucket of the stream's large events."""
+    return f"{stream}-payloads"
+
+
 class PayloadMissingError(Exception):
     """The object a message refers to is not in the store (any more): the message cannot be processed."""
 

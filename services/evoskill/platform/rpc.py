@@ -1,5 +1,7 @@
-"""gRPC helpers: an aio server with health, reflection, tracing, metrics and graceful shutdown, and a client
-factory whose every call has a deadline and whose retries cover only calls that are safe to repeat.
+"""gRPC helpers: an aio server with health, tracing, metrics and graceful shutdown, and a client
+factory whose every call has a deadline and whose retries cover only calls that are safe to repeat. Servers and
+channels speak TLS when `grpc.tls` is set (`evoskill.platform.tls`; mutual with `grpc.tls.client_auth`), and
+servers offer reflection only with `grpc.reflection` (a development aid).
 
 Every request is decoded and checked against the schema of limits (`evoskill.core.limits`) before the servicer
 sees it (`RequestLimits`): bytes that are no such request, or a request over a limit, answer INVALID_ARGUMENT
@@ -32,6 +34,7 @@ from evoskill.core import errors
 from evoskill.core.limits import bounded, check_message
 from evoskill.platform.config import GrpcSettings
 from evoskill.platform.metrics import RpcMetricsInterceptor
+from evoskill.platform.tls import channel_credentials, server_credentials
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +252,13 @@ async def start_server(
         names.append(name)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection([*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                                         reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(address)
+    if settings.reflection:
+        reflection.enable_server_reflection([*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                                             reflection.SERVICE_NAME], server)
+    if settings.tls.enabled:
+        port = server.add_secure_port(address, server_credentials(settings.tls))
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot bind gRPC server to {address}")
     await server.start()
@@ -289,8 +296,13 @@ def service_config(settings: GrpcSettings) -> str:
     return json.dumps({"methodConfig": configs, "loadBalancingConfig": [{"round_robin": {}}]})
 
 
+def _name_override(settings: GrpcSettings) -> list[tuple[str, Any]]:
+    """The name a TLS server's certificate is checked against, where it is not the host dialled."""
+    return [("grpc.ssl_target_name_override", settings.tls.server_name)] if settings.tls.server_name else []
+
+
 def _channel_options(settings: GrpcSettings) -> list[tuple[str, Any]]:
-    return [
+    return [*_name_override(settings),
         ("grpc.service_config", service_config(settings)),
         ("grpc.enable_retries", 1),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -302,10 +314,17 @@ def _channel_options(settings: GrpcSettings) -> list[tuple[str, Any]]:
     ]
 
 
+def _aio_channel(target: str, settings: GrpcSettings, options: list[tuple[str, Any]],
+                 interceptors: Any = None) -> grpc.aio.Channel:
+    if settings.tls.enabled:
+        return grpc.aio.secure_channel(target, channel_credentials(settings.tls), options, interceptors=interceptors)
+    return grpc.aio.insecure_channel(target, options, interceptors=interceptors)
+
+
 def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Channel:
-    """A traced aio channel with the default deadline and safe retries configured."""
-    return grpc.aio.insecure_channel(target, options=_channel_options(settings or GrpcSettings()),
-                                     interceptors=aio_client_interceptors())
+    """A traced aio channel with the default deadline and safe retries configured (TLS with `settings.tls`)."""
+    settings = settings or GrpcSettings()
+    return _aio_channel(target, settings, _channel_options(settings), aio_client_interceptors())
 
 
 def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Channel:
@@ -313,14 +332,19 @@ def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Chan
     from opentelemetry.instrumentation.grpc import client_interceptor
     from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
 
-    raw = grpc.insecure_channel(target, options=_channel_options(settings or GrpcSettings()))
+    settings = settings or GrpcSettings()
+    options = _channel_options(settings)
+    raw = (grpc.secure_channel(target, channel_credentials(settings.tls), options) if settings.tls.enabled
+           else grpc.insecure_channel(target, options))
     channel: grpc.Channel = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels
     return channel
 
 
-async def check_health(target: str, service: str = "", timeout_s: float = 2.0) -> bool:
-    """True when the server at target reports SERVING for service."""
-    async with grpc.aio.insecure_channel(target) as ch:
+async def check_health(target: str, service: str = "", timeout_s: float = 2.0,
+                       settings: GrpcSettings | None = None) -> bool:
+    """True when the server at target reports SERVING for service (over TLS with `settings.tls`)."""
+    settings = settings or GrpcSettings()
+    async with _aio_channel(target, settings, _name_override(settings)) as ch:
         stub = health_pb2_grpc.HealthStub(ch)
         try:
             reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)

@@ -83,7 +83,7 @@ async def wait_for_stack(settings: Settings, say: Callable[[str], None],
             raise ServiceDown(_down(planners[0]))
         live = [c for c in planners if not c.get("gave_up")]
         restarting = any(c.get("state") == "restarting" for c in components)
-        if not restarting and (not live or await check_health(live[0]["address"])):
+        if not restarting and (not live or await check_health(live[0]["address"], settings=settings.grpc)):
             return state
         for c in planners:
             if c.get("restarts"):  # started again, not serving yet

@@ -8,6 +8,11 @@ external servers: with `nats.url` / `temporal.address` set, those servers are us
 Qdrant runs in local mode inside the memory service (one process per storage path) unless
 `qdrant.url` names a server.
 
+With `nats.auth` (the default) the embedded nats-server admits only its users, one per service with that
+service's permissions, and passwords generated at each start (`stack.natsconf`); `nats.tls` makes it serve TLS.
+Children read the supervisor's settings from `<state>/settings.json` (0600), which holds no secret: secrets (a
+Qdrant API key, NATS passwords, each service its own) travel in their environment.
+
 While it runs, the supervisor watches its children (`watch`): one that dies (a crash, kill -9) is reaped, what it
 left in its session (environment workers, JVMs) is killed, and it is started again with the same command line
 (same port, same replicas list, same JetStream store) after a backoff that doubles with each fast failure; after
@@ -42,8 +47,11 @@ import nats
 from temporalio.client import Client
 
 from evoskill.core.errors import InvalidInput
-from evoskill.platform.config import SERVICES, Settings
+from evoskill.platform.bus import connect_options
+from evoskill.platform.config import SERVICES, NatsSettings, Settings, without_secrets
+from evoskill.platform.nats_auth import SUPERVISOR
 from evoskill.platform.rpc import check_health
+from evoskill.stack.natsconf import EmbeddedNats, configure, write_private
 from evoskill.stack.restarts import RestartPolicy, Restarts
 
 LOCK_FILE = "stack.lock"
@@ -66,14 +74,36 @@ async def tcp_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
     return True
 
 
-async def nats_ready(url: str, jetstream: bool = True, timeout_s: float = 3.0) -> bool:
-    """NATS answers (and JetStream is enabled). nats-py can hang on a refused first connect: probe TCP first."""
+def _nats_host_port(url: str) -> tuple[str, int]:
     host, _, port = url.rsplit("//", 1)[-1].rpartition(":")
-    if not await tcp_open(host or "127.0.0.1", int(port or 4222)):
+    return host or "127.0.0.1", int(port or 4222)
+
+
+async def nats_answers(url: str, timeout_s: float = 2.0) -> bool:
+    """A NATS server answers at `url`: it sends its INFO line before any TLS or authentication, so a client
+    without credentials (`evoskill status`) can tell."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*_nats_host_port(url)), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        return (await asyncio.wait_for(reader.readline(), timeout_s)).startswith(b"INFO ")
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+
+
+async def nats_ready(url: str, jetstream: bool = True, timeout_s: float = 3.0,
+                     options: dict[str, Any] | None = None) -> bool:
+    """NATS admits a client connecting with `options` (`bus.connect_options`) and JetStream is enabled. nats-py
+    can hang on a refused first connect: probe TCP first."""
+    if not await tcp_open(*_nats_host_port(url)):
         return False
     try:
         nc = await asyncio.wait_for(
-            nats.connect(url, connect_timeout=1, allow_reconnect=False, max_reconnect_attempts=0, error_cb=_quiet),
+            nats.connect(url, connect_timeout=1, allow_reconnect=False, max_reconnect_attempts=0, error_cb=_quiet,
+                         **(options or {})),
             timeout_s,
         )
     except Exception:
@@ -201,6 +231,7 @@ class Stack:
     replicas: dict[str, int] = field(default_factory=dict)  # processes per service (default 1)
     components: list[Component] = field(default_factory=list)
     supervise: bool = True  # restart dead children while the stack runs (see `watch`)
+    embedded_nats: EmbeddedNats | None = None  # its users' passwords; set by start()
     _lock: IO[str] | None = None
     _watcher: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference to a task
     # `stop()` may run in another thread (asyncio.to_thread) while `watch` runs on the loop: once it has
@@ -303,15 +334,21 @@ class Stack:
         component.started = time.monotonic()
 
     def _child_env(self) -> dict[str, str]:
-        # Children read exactly the supervisor's settings, not whatever EVOSKILL_* the shell has.
+        # Children read exactly the supervisor's settings, not whatever EVOSKILL_* the shell has; secrets go in
+        # their environment, never in the file.
         settings_path = self.state_dir / SETTINGS_FILE
-        data = self.settings.model_dump(mode="json")
+        data, secrets = without_secrets(self.settings)
         data["state_dir"] = str(self.state_dir)
-        settings_path.write_text(json.dumps(data, indent=2))
+        write_private(settings_path, json.dumps(data, indent=2))
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}
+        env.update(secrets)
         env["EVOSKILL_CONFIG_FILE"] = str(settings_path)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
+
+    def nats_settings(self, user: str = SUPERVISOR) -> NatsSettings:
+        """The NATS settings `user` connects to this stack's NATS with (the supervisor's own by default)."""
+        return (self.embedded_nats or EmbeddedNats(self.settings.nats)).settings_for(user)
 
     async def start(self, timeout_s: float = 120.0) -> None:
         self._acquire_lock()
@@ -321,11 +358,15 @@ class Stack:
             self.preflight()
             deadline = time.monotonic() + timeout_s
             s = self.settings
+            self.embedded_nats = EmbeddedNats(s.nats)  # an external server: the settings' own credentials
             if not s.nats.url:
-                data = self.state_dir / "nats"
-                self._spawn("nats-server", "nats", s.nats_url, [
-                    str(binary("nats-server")), "-js", "-sd", str(data), "-a", s.host, "-p", str(s.nats.port),
-                ])
+                self.embedded_nats = configure(s, self.state_dir)
+                argv = [str(binary("nats-server")), "-js", "-sd", str(self.state_dir / "nats"), "-a", s.host,
+                        "-p", str(s.nats.port)]
+                if self.embedded_nats.config is not None:
+                    argv += ["-c", str(self.embedded_nats.config)]
+                self._spawn("nats-server", "nats", s.nats_url, argv,
+                            {**os.environ, **self.embedded_nats.server_env()})
             if not s.temporal.address:
                 argv = [
                     str(binary("temporal")), "server", "start-dev", "--db-filename",
@@ -340,7 +381,8 @@ class Stack:
             for name in self.services:
                 addresses = s.endpoint(name).addresses
                 for index, address in enumerate(addresses):
-                    own = {**env, f"EVOSKILL_{name.upper()}_ENDPOINT__PORT": address.rpartition(":")[2]}
+                    own = {**env, f"EVOSKILL_{name.upper()}_ENDPOINT__PORT": address.rpartition(":")[2],
+                           **self.embedded_nats.user_env(name)}
                     self._spawn(name if len(addresses) == 1 else f"{name}-{index}", "service", address,
                                 [sys.executable, "-m", "evoskill", "serve", name], own)
             await asyncio.gather(*(self._wait_service(c, deadline) for c in self.components if c.kind == "service"))
@@ -417,8 +459,10 @@ class Stack:
             await asyncio.sleep(0.25)
 
     async def _wait_nats(self, deadline: float) -> None:
+        options = connect_options(self.nats_settings())
+
         async def probe() -> bool:
-            return await nats_ready(self.settings.nats_url)
+            return await nats_ready(self.settings.nats_url, options=options)
 
         await self._poll(self._component("nats"), deadline, probe, f"NATS at {self.settings.nats_url}")
 
@@ -431,7 +475,7 @@ class Stack:
 
     async def _wait_service(self, component: Component, deadline: float) -> None:
         async def probe() -> bool:
-            return await check_health(component.address)
+            return await check_health(component.address, settings=self.settings.grpc)
 
         await self._poll(component, deadline, probe, f"service {component.name} at {component.address}")
 
@@ -522,9 +566,9 @@ async def component_health(settings: Settings) -> list[tuple[str, str, bool]]:
     """(name, address, healthy) for each part of the stack, embedded or external, each replica of a service."""
     rows: list[tuple[str, str, bool]] = []
 
-    rows.append(("nats", settings.nats_url, await nats_ready(settings.nats_url, jetstream=False)))
+    rows.append(("nats", settings.nats_url, await nats_answers(settings.nats_url)))
     rows.append(("temporal", settings.temporal_address, await temporal_ready(settings.temporal_address)))
     for name in SERVICES:
         for address in settings.endpoint(name).addresses:
-            rows.append((name, address, await check_health(address)))
+            rows.append((name, address, await check_health(address, settings=settings.grpc)))
     return rows

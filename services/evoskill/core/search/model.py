@@ -9,7 +9,8 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
 
 - pruning: when a node is created, its children are stepped in one `simulate` if there are at most
   `prefetch_children` of them (the root's however many, unless prefetch_children is 0), and the actions
-  whose child is the same state (`core.state_key`) are dropped: in a deterministic world such an edge is
+  whose child is the same state (`core.state_key`) are dropped (and, with `prune_losses`, those whose child
+  ends the episode lost at once): in a deterministic world such an edge is
   a self-loop that only burns a step (inventory, look, closing a closed door). Where all are no-ops they
   stay, each a dead end costing `noop_penalty`. The new nodes of one search round share one call
   (`step_batch`).
@@ -174,6 +175,8 @@ class SearchModel:
             if parent in small:
                 effective = [a for a in actions if self._changes((*parent, a))]
                 actions = effective or actions  # all no-ops: keep them, each a dead end (see _transition)
+                if self.config.prune_losses:
+                    actions = [a for a in actions if not self._loses((*parent, a))] or actions
             self.useful[parent] = actions
 
     def _changes(self, path: Path) -> bool:
@@ -181,6 +184,11 @@ class SearchModel:
         the room as it was but not the agent (θ alone could never read the recipe otherwise)."""
         return (self.nodes[path].state_key != self.nodes[path[:-1]].state_key
                 or self.notes_at(path) != self.notes_at(path[:-1]))
+
+    def _loses(self, path: Path) -> bool:
+        """The last action of `path` ends the episode lost, gaining nothing (cooking a meal the wrong way)."""
+        after, before = self.nodes[path].observation, self.nodes[path[:-1]].observation
+        return after.done and not after.won and after.score <= before.score
 
     def _visited_before(self, path: Path) -> bool:
         if self.notes_at(path) != self.notes_at(path[:-1]):

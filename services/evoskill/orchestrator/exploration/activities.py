@@ -1,9 +1,9 @@
 """The ExplorationWorkflow's activities: which versions to compare, shadow episodes, promotion and rollback.
 
-Canary and watch episodes are ordinary episodes played through the planner (`training.play_episode`). A
-shadow episode is played here, step by step, over a sandbox session: at each real state the planner searches
-once with the baseline (whose action is taken) and once with the candidate (whose action and value are only
-recorded), both with the same search seed, so the two choices differ only by θ.
+Canary and watch episodes are ordinary episodes played through the planner (`training.play_episode`). So is a
+shadow episode, with the candidate as the planner's shadow policy: at each real state the baseline decides
+and acts, and the candidate decides on the same state, episode memory and search seed (its action and value
+only recorded), so the two choices differ only by θ, and the candidate is judged on what it would read serving.
 """
 
 from __future__ import annotations
@@ -16,16 +16,21 @@ import grpc
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from evoskill.clients.episodes import episode_request, play
 from evoskill.learner.registry import parse_version
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
-from evoskill.orchestrator.training.activities import rpc_failure
-from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
+from evoskill.orchestrator.training.activities import heartbeats, rpc_failure
+from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import Settings
-from evoskill.platform.replicas import owner_of, pick
 from evoskill.platform.rpc import channel
-from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
-from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
+
+
+def shadow_step(update: planner_pb2.EpisodeUpdate) -> ShadowStep:
+    """One real step of a shadow episode: the baseline's action and search value, the candidate's choice."""
+    candidate = update.shadow
+    return ShadowStep(update.action, candidate.action, candidate.valid,
+                      candidate.value if math.isfinite(candidate.value) else math.nan, update.search.root_value)
 
 
 def choose_baseline(candidate: str, asked: str, serving: str, published: list[str]) -> str:
@@ -99,56 +104,24 @@ class ExplorationActivities:
 
     @activity.defn(name="exploration.shadow_episode")
     async def shadow_episode(self, task: ShadowTask) -> ShadowEpisode:
-        """The session is made on any sandbox replica and then reached at the one holding it, by this activity
-        and by whichever planner replica searches it (the planner dials the replica its id names)."""
-        grpc_settings = self.settings.grpc
+        """One episode the baseline plays as it serves (`policy+mcts` through the planner's PlayEpisode), with
+        the candidate deciding every step beside it on the same state and episode memory."""
+        request = episode_request(task.env, task.seed, task.fold, "policy+mcts", task.simulations, task.max_steps,
+                                  policy_version=task.baseline)
+        request.episode_id, request.shadow_policy_version = task.episode_id, task.candidate
+        episode = ShadowEpisode(task.episode_id, task.env, task.seed, False, 0.0)
+
+        def on_update(update: planner_pb2.EpisodeUpdate) -> None:
+            if update.action:
+                episode.steps.append(shadow_step(update))
+            activity.heartbeat(update.step_index)
+
         try:
-            async with channel(pick(self.settings.endpoint("sandbox")), grpc_settings) as any_sandbox:
-                session = await sandbox_pb2_grpc.SandboxServiceStub(any_sandbox).CreateSession(
-                    sandbox_pb2.CreateSessionRequest(env_spec=task.env, seed=task.seed, fold=task.fold,
-                                                     episode_id=task.episode_id), timeout=300)
-            async with channel(owner_of(session.session_id), grpc_settings) as sandbox_ch, \
-                    channel(pick(self.settings.endpoint("planner")), grpc_settings) as planner_ch, \
-                    channel(pick(self.settings.endpoint("reward")), grpc_settings) as reward_ch:
-                sandbox = sandbox_pb2_grpc.SandboxServiceStub(sandbox_ch)
-                planner = planner_pb2_grpc.PlannerServiceStub(planner_ch)
-                reward = reward_pb2_grpc.RewardServiceStub(reward_ch)
-                try:
-                    return await self._shadow_loop(task, session, sandbox, planner, reward, activity.heartbeat)
-                finally:
-                    await sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))
+            async with heartbeats():  # while the planner opens the session (an environment's JVM can take seconds)
+                outcome = await play(self.settings, request, on_update)
         except grpc.aio.AioRpcError as exc:
             raise rpc_failure(f"shadow episode {task.episode_id} ({task.env} seed {task.seed})", exc) from exc
-
-    async def _shadow_loop(self, task: ShadowTask, session: Any, sandbox: Any, planner: Any, reward: Any,
-                           beat: Callable[..., None]) -> ShadowEpisode:
-        episode = ShadowEpisode(task.episode_id, task.env, task.seed, False, 0.0)
-        obs = session.observation
-        for index in range(task.max_steps):
-            actions = list(obs.valid_actions)
-            if obs.done or not actions:
-                break
-            seed = task.seed * 1000 + index  # as PlayEpisode seeds each step's search
-
-            def config(version: str, seed: int = seed) -> planner_pb2.SearchConfig:
-                return planner_pb2.SearchConfig(agent="policy+mcts", policy_version=version,
-                                                num_simulations=task.simulations, seed=seed)
-
-            base = await planner.Search(planner_pb2.SearchRequest(session_id=session.session_id,
-                                                                  config=config(task.baseline)))
-            cand = await planner.Search(planner_pb2.SearchRequest(session_id=session.session_id,
-                                                                  config=config(task.candidate)))
-            episode.steps.append(ShadowStep(base.action, cand.action, cand.action in actions,
-                                            cand.root_value if math.isfinite(cand.root_value) else math.nan,
-                                            base.root_value))
-            # Only the baseline acts: the step is real (and published like any served step).
-            step = await sandbox.Step(sandbox_pb2.StepRequest(session_id=session.session_id, action=base.action,
-                                                              publish=True))
-            scored = await reward.Score(reward_pb2.ScoreRequest(transition=step.transition))
-            episode.total_reward += scored.total
-            obs = step.transition.after
-            beat(index)
-        episode.won = obs.won
+        episode.won, episode.total_reward = outcome.won, outcome.total_reward
         return episode
 
     def all(self) -> list[Callable[..., Any]]:

@@ -17,7 +17,8 @@ with workflow.unsafe.imports_passed_through():
 
 @activity.defn
 async def check_service_health(service: str) -> bool:
-    return await check_health(Settings().endpoint(service).target)
+    settings = Settings()
+    return await check_health(settings.endpoint(service).target, settings=settings.grpc)
 
 
 @workflow.defn

@@ -43,6 +43,26 @@ def rpc_failure(what: str, exc: grpc.aio.AioRpcError) -> ApplicationError:
                             non_retryable=kind is not None)
 
 
+@contextlib.asynccontextmanager
+async def heartbeats() -> AsyncIterator[None]:
+    """Heartbeat while a long call runs, so that a worker that died is noticed in a heartbeat timeout."""
+    timeout = activity.info().heartbeat_timeout
+    period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(period)
+            activity.heartbeat()
+
+    beating = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+
+
 class TrainingActivities:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -58,7 +78,7 @@ class TrainingActivities:
         request.episode_id = task.episode_id
         # Creating the session can take seconds (an environment's JVM); keep the heartbeat alive meanwhile.
         try:
-            async with self._heartbeats():
+            async with heartbeats():
                 outcome = await play(self.settings, request, lambda update: activity.heartbeat(update.step_index))
         except grpc.aio.AioRpcError as exc:
             raise rpc_failure(f"episode {task.episode_id} ({task.env} seed {task.seed})", exc) from exc
@@ -71,25 +91,6 @@ class TrainingActivities:
         return EpisodeResult(task.episode_id, task.env, task.seed, outcome.won, outcome.score, outcome.total_reward,
                              outcome.steps, outcome.env_steps)
 
-    @contextlib.asynccontextmanager
-    async def _heartbeats(self) -> AsyncIterator[None]:
-        """Heartbeat while a long call runs, so that a worker that died is noticed in a heartbeat timeout."""
-        timeout = activity.info().heartbeat_timeout
-        period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
-
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(period)
-                activity.heartbeat()
-
-        beating = asyncio.create_task(beat())
-        try:
-            yield
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
-
     @activity.defn(name="training.train_policy")
     async def train_policy(self, task: TrainTask) -> TrainResult:
         """Train θ on replay once this epoch's episodes have arrived there.
@@ -100,7 +101,7 @@ class TrainingActivities:
         async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
             try:
-                async with self._heartbeats():
+                async with heartbeats():
                     reply = await stub.Train(request, timeout=task.wait_seconds + 3600)
             except grpc.aio.AioRpcError as exc:
                 raise rpc_failure("learner Train", exc) from exc
@@ -123,7 +124,7 @@ class TrainingActivities:
                                           throughput=tally))
         async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
             try:
-                async with self._heartbeats():
+                async with heartbeats():
                     reply = await send_to_learner(learner_pb2_grpc.LearnerServiceStub(ch), played)
             except grpc.aio.AioRpcError as exc:
                 raise rpc_failure("learner ImportEpisodes", exc) from exc

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchConfig(_message.Message):
-    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions", "widening_alpha", "virtual_loss", "unvisited_parent", "unvisited_value", "normalize_q", "max_depth", "prefetch_children", "noop_penalty", "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions", "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile", "entropy_trigger")
+    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions", "widening_alpha", "virtual_loss", "unvisited_parent", "unvisited_value", "normalize_q", "max_depth", "prefetch_children", "noop_penalty", "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions", "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile", "entropy_trigger", "prune_losses")
     NUM_SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     C_PUCT_FIELD_NUMBER: _ClassVar[int]
     DIRICHLET_ALPHA_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class SearchConfig(_message.Message):
     POLICY_REVISIT_PENALTY_FIELD_NUMBER: _ClassVar[int]
     MEMORY_PROFILE_FIELD_NUMBER: _ClassVar[int]
     ENTROPY_TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_LOSSES_FIELD_NUMBER: _ClassVar[int]
     num_simulations: int
     c_puct: float
     dirichlet_alpha: float
@@ -81,7 +82,8 @@ class SearchConfig(_message.Message):
     policy_revisit_penalty: float
     memory_profile: str
     entropy_trigger: float
-    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ..., widening_alpha: _Optional[float] = ..., virtual_loss: _Optional[float] = ..., unvisited_parent: _Optional[bool] = ..., unvisited_value: _Optional[float] = ..., normalize_q: _Optional[bool] = ..., max_depth: _Optional[int] = ..., prefetch_children: _Optional[int] = ..., noop_penalty: _Optional[float] = ..., revisit_penalty: _Optional[float] = ..., memory_weight: _Optional[float] = ..., memory_limit: _Optional[int] = ..., policy_value_mix: _Optional[float] = ..., algorithm: _Optional[str] = ..., gumbel_max_actions: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ..., gumbel_scale: _Optional[float] = ..., policy_revisit_penalty: _Optional[float] = ..., memory_profile: _Optional[str] = ..., entropy_trigger: _Optional[float] = ...) -> None: ...
+    prune_losses: bool
+    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ..., widening_alpha: _Optional[float] = ..., virtual_loss: _Optional[float] = ..., unvisited_parent: _Optional[bool] = ..., unvisited_value: _Optional[float] = ..., normalize_q: _Optional[bool] = ..., max_depth: _Optional[int] = ..., prefetch_children: _Optional[int] = ..., noop_penalty: _Optional[float] = ..., revisit_penalty: _Optional[float] = ..., memory_weight: _Optional[float] = ..., memory_limit: _Optional[int] = ..., policy_value_mix: _Optional[float] = ..., algorithm: _Optional[str] = ..., gumbel_max_actions: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ..., gumbel_scale: _Optional[float] = ..., policy_revisit_penalty: _Optional[float] = ..., memory_profile: _Optional[str] = ..., entropy_trigger: _Optional[float] = ..., prune_losses: _Optional[bool] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("session_id", "config")
@@ -134,23 +136,35 @@ class SearchReply(_message.Message):
     def __init__(self, action: _Optional[str] = ..., root: _Optional[_Iterable[_Union[ActionStat, _Mapping]]] = ..., root_value: _Optional[float] = ..., stats: _Optional[_Union[TreeStats, _Mapping]] = ...) -> None: ...
 
 class PlayEpisodeRequest(_message.Message):
-    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id")
+    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id", "shadow_policy_version")
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     FOLD_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     env_spec: str
     seed: int
     fold: str
     max_steps: int
     config: SearchConfig
     episode_id: str
-    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ...) -> None: ...
+    shadow_policy_version: str
+    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ..., shadow_policy_version: _Optional[str] = ...) -> None: ...
+
+class ShadowDecision(_message.Message):
+    __slots__ = ("action", "valid", "value")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    valid: bool
+    value: float
+    def __init__(self, action: _Optional[str] = ..., valid: _Optional[bool] = ..., value: _Optional[float] = ...) -> None: ...
 
 class EpisodeUpdate(_message.Message):
-    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps")
+    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +173,9 @@ class EpisodeUpdate(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_REWARD_FIELD_NUMBER: _ClassVar[int]
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PLANNER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     step_index: int
     action: str
@@ -167,4 +184,7 @@ class EpisodeUpdate(_message.Message):
     finished: bool
     total_reward: float
     env_steps: int
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ...) -> None: ...
+    shadow: ShadowDecision
+    seconds: float
+    planner_seconds: float
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ...) -> None: ...

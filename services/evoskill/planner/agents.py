@@ -1,0 +1,290 @@
+"""The planner's agents (core/agent.py's interface) over sandbox sessions, and the one factory that builds
+them from a request: `random`, `demo` (the environment's gold path), `policy` (θ alone, greedy), `mcts`
+(search on uniform priors) and `policy+mcts` (search advised by θ). Each reads the episode's memory from
+the step and leaves it alone; retrieved memories and, where configured, an LLM advise θ and search.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+
+from evoskill.core.agent import Agent, Decision, EpisodeMemory, RandomAgent, Step
+from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.memory.fusion import tips_from_memories
+from evoskill.core.reward import Scorer
+from evoskill.core.search import SearchConfig
+from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, revisits, theta
+from evoskill.core.search.model import SearchModel
+from evoskill.core.search.trigger import needs_search
+from evoskill.core.state_text import state_text
+from evoskill.events.v1 import events_pb2
+from evoskill.memory.v1 import memory_pb2
+from evoskill.planner.llm import LlmProposer
+from evoskill.planner.search_io import resolve_config, sandbox_simulate, search_reply, search_target
+from evoskill.planner.v1 import planner_pb2
+from evoskill.platform.telemetry import tracer
+from evoskill.sandbox.v1 import sandbox_pb2
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentTools:
+    """What the agents act with: the sandbox, search's in-process scoring and the service's settings, the
+    memory service (advice when search.memory_weight > 0), the LLM (when llm.base_url is set)."""
+
+    sandbox: Any
+    settings: SearchConfig
+    score: Scorer  # search's rewards, in-process: the reward service's function, for its steps and rollouts
+    memory: Any = None  # MemoryServiceStub
+    llm: LlmProposer | None = None
+    stop: threading.Event = field(default_factory=threading.Event)  # set when the call playing it has ended
+
+    def model(self, step: Step, config: SearchConfig, policy: PolicyFn | None) -> SearchModel:
+        """The step's session as the search's environment model, θ advising where given: search charges
+        `revisit_penalty` where the episode has been, θ reads its notes with each state, and the search ends
+        before its next round once `stop` is set."""
+        return SearchModel(sandbox_simulate(self.sandbox, step.session_id), self.score, config,
+                           frozenset(step.memory.visited), step.memory.notes,
+                           [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set)
+
+    def candidates(self, step: Step, target: events_pb2.SearchTarget) -> SearchModel:
+        """The current state with all its children stepped once (no search, no scoring): records the
+        templates and which candidates lead back to a state the episode has been in, as search does. Every
+        child, however many (search caps them at `prefetch_children` a node; here it is one call a real
+        step): a greedy θ offered a no-op such as `look around` would pick it forever."""
+        # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False. A child that
+        # loses at once stays a candidate: knowing that is a lookahead's, not θ's.
+        every_child = self.settings.model_copy(
+            update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0,
+                    "prune_losses": False})
+        env = self.model(step, every_child, None)
+        env.root()
+        root = env.nodes[()]
+        target.templates.extend(root.templates)
+        target.seen.extend(env.seen((), root.observation.valid_actions))
+        return env
+
+    def advice(self, env_spec: str, env: SearchModel, config: SearchConfig, memory: EpisodeMemory,
+               with_llm: bool = True) -> list[Advice]:
+        """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
+        ranking of the candidates, with those memories as tips (when llm.base_url is set and `with_llm`)."""
+        retrieved = self._recall(env_spec, env.observation(()), config, memory)
+        advice = [memories(retrieved, config.memory_weight)] if retrieved else []
+        if with_llm and self.llm is not None:
+            llm, tips = self.llm, tips_from_memories(retrieved, self.llm.max_tips)
+            advice.append(ranking(lambda goal, state, actions: llm.rank(goal, state, actions, tips)))
+        return advice
+
+    def _recall(self, env_spec: str, observation: Any, config: SearchConfig,
+                memory: EpisodeMemory) -> list[memory_pb2.ScoredExperience]:
+        """Experiences of similar states, when memory guides the search, scored for novelty against what
+        this episode has done; memory is advice, so a failed retrieval costs the step its hints, not the
+        episode."""
+        if self.memory is None or config.memory_weight <= 0:
+            return []
+        goal, state = state_text(observation)
+        request = memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec, limit=config.memory_limit,
+                                             profile=config.memory_profile, taken_actions=memory.taken)
+        try:
+            reply = self.memory.Retrieve(request)
+        except grpc.RpcError as exc:
+            log.warning("memory retrieval failed, searching without hints: %s", exc.details())
+            return []
+        return list(reply.results)
+
+
+def candidates_target(step: Step) -> events_pb2.SearchTarget:
+    return events_pb2.SearchTarget(actions=list(step.observation.valid_actions))
+
+
+@dataclass
+class DemoAgent:
+    """The environment's gold path: a demonstration for the learner's offline library."""
+
+    tools: AgentTools
+    gold: deque[str]
+
+    def act(self, step: Step) -> Decision | None:
+        target = candidates_target(step)
+        # θ learns from it as it reads a real step: the children it steps for that are counted
+        env = self.tools.candidates(step, target)
+        played = self._gold_step(step.session_id)
+        if played is None:
+            return None
+        action, stepped = played
+        return Decision(action, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
+                        env_seconds=env.env_seconds, stepped=stepped)
+
+    def _gold_step(self, session_id: str) -> tuple[str, Any] | None:
+        """The next action of the gold path the environment accepts, stepped (None once the path is spent).
+        One it refuses is passed over: TextWorldExpress's CookingWorld gold paths open the kitchen cupboard a
+        second time in some default games (train seed 69). The environment judges, not the valid-action list:
+        ScienceWorld accepts gold actions its list does not name."""
+        while self.gold:
+            action = self.gold.popleft()
+            try:
+                return action, self.tools.sandbox.Step(sandbox_pb2.StepRequest(session_id=session_id, action=action,
+                                                                               publish=True))
+            except InvalidInput:  # the library's in-process sandbox
+                continue
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+        return None
+
+
+@dataclass
+class PolicyAgent:
+    """θ alone: its most likely action among the candidates search would consider. The actions that change
+    nothing are left out, as in search; θ alone cannot tell a door it already opened from a closed one as
+    well as the world can. Like search, θ reads which candidates lead back to a visited state, and, as search
+    charges revisits, each earlier visit to where a candidate leads costs it `policy_revisit_penalty` of
+    logit: a greedy policy that loves "move north" otherwise walks between two rooms until the step limit.
+    Retrieved memories tilt its logits as they tilt search's priors (search.memory_weight > 0)."""
+
+    tools: AgentTools
+    policy: PolicyFn
+    env_spec: str
+    config: SearchConfig
+
+    def act(self, step: Step) -> Decision:
+        target = candidates_target(step)
+        env = self.tools.candidates(step, target)
+        env.advice += [theta(self.policy),
+                       *self.tools.advice(self.env_spec, env, self.config, step.memory, with_llm=False)]
+        evaluation = env.advise([()])
+        (logits,) = evaluation.logits or []
+        actions = list(env.actions(()))
+        visits = [step.memory.visited[env.nodes[(a,)].state_key] if seen else 0
+                  for a, seen in zip(actions, env.seen(()), strict=True)]
+        charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
+        return Decision(actions[int(np.argmax(charged))], target, state_key=env.nodes[()].state_key,
+                        env_steps=env.env_steps, env_seconds=env.env_seconds, value=float(evaluation.values[0]))
+
+
+@dataclass
+class SearchAgent:
+    """MCTS from the session's state: on uniform priors (`mcts`) or advised by θ (`policy+mcts`), with the
+    memories' and the LLM's advice at the root; the candidates it considers are the root's without no-ops."""
+
+    tools: AgentTools
+    request: planner_pb2.SearchConfig
+    env_spec: str
+    policy: PolicyFn | None = None
+
+    def act(self, step: Step) -> Decision:
+        config = resolve_config(self.request, self.tools.settings, step.seed)
+        env = self.tools.model(step, config, self.policy)
+        with tracer().start_as_current_span("planner.search") as span:
+            if env.root().num_actions == 0:
+                raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
+            env.advice += self.tools.advice(self.env_spec, env, config, step.memory)
+            if self.policy is not None and config.policy_revisit_penalty:
+                env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty))
+            if self.policy is not None and config.entropy_trigger > 0:
+                sure = self._if_sure(env, config)
+                if sure is not None:
+                    span.set_attribute("evoskill.simulations", 0)
+                    return sure
+            result = env.run()
+            span.set_attribute("evoskill.simulations", result.stats.simulations)
+        actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
+        chosen = actions[result.action]
+        return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
+                        env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value))
+
+    def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
+        """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
+        (`entropy_trigger`); None where search should decide. The step's target has no visits: the learner
+        reads it as the action taken, as for θ alone."""
+        evaluation = env.advise([()])
+        (logits,) = evaluation.logits or []
+        if needs_search(logits, config.entropy_trigger):
+            return None
+        actions, priors = list(env.actions(())), np.exp(logits - np.max(logits))
+        chosen = actions[int(np.argmax(logits))]
+        root = env.nodes[()]
+        target = events_pb2.SearchTarget(actions=root.observation.valid_actions, templates=root.templates,
+                                         seen=env.seen((), root.observation.valid_actions))
+        reply = planner_pb2.SearchReply(
+            action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
+                                 for a, p in zip(actions, priors / priors.sum(), strict=True)],
+            stats=planner_pb2.TreeStats(env_steps=env.env_steps))
+        return Decision(chosen, target, reply, root.state_key, env.env_steps, env.env_seconds,
+                        float(evaluation.values[0]))
+
+
+# -- the factory ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    """How to build one kind of agent, and what it needs before it plays."""
+
+    build: Callable[[AgentTools, planner_pb2.PlayEpisodeRequest, PolicyFn | None, Sequence[str]], Agent]
+    theta: bool = False  # plays with a published policy (θ)
+    gold_path: bool = False  # its session must list the environment's gold path
+    searches: bool = False  # searches the state (a `Search` call can run it)
+
+
+def _policy(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, policy: PolicyFn | None,
+            gold: Sequence[str]) -> PolicyAgent:
+    assert policy is not None
+    return PolicyAgent(tools, policy, request.env_spec, SearchConfig.from_proto(request.config, tools.settings))
+
+
+def _demo(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, policy: PolicyFn | None,
+          gold: Sequence[str]) -> DemoAgent:
+    if not gold:
+        raise InvalidInput(f"{request.env_spec} gives no gold path to demonstrate (agent 'demo')")
+    return DemoAgent(tools, deque(gold))
+
+
+AGENTS: dict[str, AgentKind] = {
+    "mcts": AgentKind(lambda tools, request, policy, gold: SearchAgent(tools, request.config, request.env_spec),
+                      searches=True),
+    "random": AgentKind(lambda tools, request, policy, gold: RandomAgent(random.Random(request.seed))),
+    "policy": AgentKind(_policy, theta=True),
+    "policy+mcts": AgentKind(lambda tools, request, policy, gold: SearchAgent(tools, request.config,
+                                                                              request.env_spec, policy),
+                             theta=True, searches=True),
+    "demo": AgentKind(_demo, gold_path=True),
+}
+
+
+def agent_kind(config: planner_pb2.SearchConfig) -> AgentKind:
+    """The kind `config.agent` names (empty = mcts); InvalidInput for any other name."""
+    name = config.agent or "mcts"
+    if name not in AGENTS:
+        raise InvalidInput(f"agent {name!r} is not one of {', '.join(AGENTS)}")
+    return AGENTS[name]
+
+
+def playable_kind(config: planner_pb2.SearchConfig, policy: PolicyFn | None) -> AgentKind:
+    """`agent_kind`, and FailedPrecondition where it plays with θ and none is loaded."""
+    kind = agent_kind(config)
+    if kind.theta and policy is None:
+        raise FailedPrecondition(f"agent {config.agent!r} needs a published policy, and none is loaded")
+    return kind
+
+
+def build_agent(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, policy: PolicyFn | None,
+                gold_path: Sequence[str] = ()) -> Agent:
+    """The agent the request names, with θ = `policy` where it plays with one and the session's `gold_path`
+    for the demonstration."""
+    return playable_kind(request.config, policy).build(tools, request, policy, gold_path)
+
+
+__all__ = ["AGENTS", "AgentKind", "AgentTools", "DemoAgent", "PolicyAgent", "SearchAgent", "agent_kind",
+           "build_agent", "playable_kind"]

@@ -1,0 +1,134 @@
+"""Agents behind one interface (core/agent.py, planner/agents.py) and the one factory that builds them; the
+episode runner with a shadow agent over a real CoinCollector game, the sandbox host in-process."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from evoskill.common.v1 import common_pb2
+from evoskill.core.agent import Decision, EpisodeMemory, RandomAgent, Step
+from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.reward import Scorer
+from evoskill.core.search.advice import PolicyFn
+from evoskill.core.search_config import SearchConfig
+from evoskill.library.generate import HostSandbox, LocalReward
+from evoskill.planner.agents import AgentTools, DemoAgent, PolicyAgent, SearchAgent, build_agent
+from evoskill.planner.episode import EpisodePlayer, episode_memory, validate
+from evoskill.planner.v1 import planner_pb2
+from evoskill.platform.config import RewardSettings, Settings
+from evoskill.sandbox.v1 import sandbox_pb2
+
+Batch = Sequence[tuple[str, str, Sequence[str], Sequence[str]]]
+
+
+def east_and_west(batch: Batch) -> tuple[list[np.ndarray], np.ndarray]:
+    """A θ that loves walking east and west, whatever it reads."""
+    prefer = {"move west": 2.0, "move east": 1.5}
+    return [np.array([prefer.get(a.split(" (")[0], 0.0) for a in actions]) for _, _, actions, _ in batch], \
+        np.full(len(batch), 0.25)
+
+
+def request(agent: str, max_steps: int = 0, shadow_policy_version: str = "") -> planner_pb2.PlayEpisodeRequest:
+    return planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=max_steps,
+                                          config=planner_pb2.SearchConfig(agent=agent, num_simulations=4),
+                                          shadow_policy_version=shadow_policy_version)
+
+
+def tools() -> AgentTools:
+    return AgentTools(HostSandbox(), SearchConfig(), Scorer(RewardSettings()))
+
+
+def test_the_memory_records_each_real_step_once() -> None:
+    memory = EpisodeMemory(seed=7)
+    memory.record("kitchen", "read cookbook", "  Recipe: slice the carrot. ")
+    memory.record("", "look", "You are in the kitchen.")  # an agent that never looked the state up
+    assert memory.visited == {"kitchen": 1} and memory.taken == ["read cookbook", "look"]
+    assert memory.notes == "Recipe: slice the carrot."  # the document read, not the last feedback
+    assert [memory.step_seed(i) for i in (0, 1)] == [7000, 7001]
+
+
+def test_each_step_seed_follows_the_search_seed_else_the_episodes() -> None:
+    assert episode_memory(planner_pb2.PlayEpisodeRequest(seed=3)).step_seed(2) == 3002
+    with_search_seed = planner_pb2.PlayEpisodeRequest(seed=3, config=planner_pb2.SearchConfig(seed=5))
+    assert episode_memory(with_search_seed).step_seed(2) == 5002
+
+
+def test_the_random_agent_draws_from_its_seed_among_the_valid_actions() -> None:
+    obs = common_pb2.Observation(valid_actions=["north", "south", "take coin"])
+    step = Step("s", obs, 0, 0, EpisodeMemory())
+    picks = [RandomAgent(random.Random(1)).act(step).action for _ in range(2)]
+    assert picks[0] == picks[1] and picks[0] in obs.valid_actions
+    decision = RandomAgent(random.Random(1)).act(step)
+    assert list(decision.target.actions) == list(obs.valid_actions) and decision.search is None
+
+
+@pytest.mark.parametrize(("agent", "kind", "advised"), [
+    ("", SearchAgent, False), ("mcts", SearchAgent, False), ("policy+mcts", SearchAgent, True),
+    ("policy", PolicyAgent, True), ("random", RandomAgent, False), ("demo", DemoAgent, False)])
+def test_the_factory_builds_the_agent_the_request_names(agent: str, kind: type, advised: bool) -> None:
+    built = build_agent(tools(), request(agent), east_and_west, gold_path=["take coin"])
+    assert isinstance(built, kind)
+    if isinstance(built, SearchAgent | PolicyAgent):
+        assert (built.policy is east_and_west) == advised  # plain mcts searches on uniform priors
+
+
+def test_the_factory_refuses_what_cannot_play() -> None:
+    with pytest.raises(InvalidInput, match="'greedy' is not one of mcts, random, policy, policy\\+mcts, demo"):
+        build_agent(tools(), request("greedy"), None)
+    with pytest.raises(FailedPrecondition, match="'policy\\+mcts' needs a published policy"):
+        build_agent(tools(), request("policy+mcts"), None)
+    with pytest.raises(InvalidInput, match="no gold path to demonstrate"):
+        build_agent(tools(), request("demo"), None, gold_path=[])
+
+
+def test_a_shadow_needs_an_agent_that_plays_with_a_policy() -> None:
+    with pytest.raises(InvalidInput, match="shadow_policy_version needs an agent that plays with a policy"):
+        validate(request("mcts", shadow_policy_version="v000002"), SearchConfig())
+    validate(request("policy+mcts", shadow_policy_version="v000002"), SearchConfig())
+
+
+def play(agent: str, shadow: PolicyFn | None = None) -> tuple[EpisodePlayer, list[planner_pb2.EpisodeUpdate]]:
+    settings = Settings()
+    player = EpisodePlayer(HostSandbox(), LocalReward(settings), SearchConfig(), Scorer(RewardSettings()),
+                           east_and_west, shadow_policy=shadow)
+    played = request(agent, max_steps=5, shadow_policy_version="v000002" if shadow else "")
+    return player, list(player.play(played))
+
+
+@pytest.mark.parametrize("agent", ["policy+mcts", "policy"])
+def test_the_shadow_decides_on_the_acting_agents_state_and_memory(agent: str) -> None:
+    """The shadow with the acting agent's own θ decides as it does at every step (the same state, memory and
+    seed), and acts on nothing: the episode counts each real state once."""
+    player, updates = play(agent, shadow=east_and_west)
+    steps = [u for u in updates if u.action]
+    assert len(steps) >= 2
+    for update in steps:
+        assert (update.shadow.action, update.shadow.valid) == (update.action, True)
+        expected = update.search.root_value if agent == "policy+mcts" else 0.25  # θ's own value without search
+        assert update.shadow.value == pytest.approx(expected)
+    assert sum(player.episode.visited.values()) == len(steps) and player.episode.taken == [u.action for u in steps]
+    alone, _ = play(agent)
+    assert [s.action.text for s in alone.completed.steps] == player.episode.taken  # the shadow changed no choice
+
+
+def test_an_agent_reads_the_memory_and_leaves_it_alone() -> None:
+    agents = tools()
+    session = agents.sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=0, fold="test",
+                                                                            episode_id="e"))
+
+    def remembered() -> EpisodeMemory:
+        return EpisodeMemory(seed=1, visited=Counter({"somewhere": 2}), notes="a note", taken=["look"])
+
+    memory = remembered()
+    step = Step(session.session_id, session.observation, 1, memory.step_seed(1), memory)
+    for agent in (PolicyAgent(agents, east_and_west, "twx:coin", SearchConfig()),
+                  SearchAgent(agents, planner_pb2.SearchConfig(agent="policy+mcts", num_simulations=4), "twx:coin",
+                              east_and_west)):
+        decision = agent.act(step)
+        assert isinstance(decision, Decision) and decision.action in session.observation.valid_actions
+        assert decision.state_key and memory == remembered()  # the runner records the step, once
