@@ -183,7 +183,11 @@ class Worker:
         self._conn, child = _CTX.Pipe()
         limits = {"step_timeout_s": step_timeout_s, "memory_mb": memory_mb} if step_timeout_s else None
         self.process = _CTX.Process(target=_worker_main, args=(child, self.policy, self.folder, limits), daemon=True)
-        self.process.start()
+        try:
+            self.process.start()
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         assert self.process.pid is not None
         self.pid: int = self.process.pid
         child.close()
