@@ -79,6 +79,7 @@ def quality(
     env: str | None = typer.Option(None, help="Run the suite's protocol on this environment instead."),
     quick: bool = typer.Option(False, "--quick", help="The suite's few-minute smoke budget."),
     seeds: int = typer.Option(3, help="Training seeds (0..N-1); each trains θ on a fresh stack."),
+    first_seed: int = typer.Option(0, help="Start the training seeds here (a run of seeds 1..2 after one of 0)."),
     workers: int = typer.Option(2, help="Worker processes generating the library."),
     set_: list[str] = typer.Option([], "--set", help="A setting for every process, e.g. learner.encoder=reader."),
     budget: list[str] = typer.Option([], "--budget", help="Change the suite's budget, e.g. simulations=8 "
@@ -97,8 +98,8 @@ def quality(
     try:
         chosen = with_budget(resolve(suite, env), quick, budget)
         overrides = setting_overrides([*chosen.settings, *set_])
-        if seeds < 1 or workers < 1:
-            raise ValueError("--seeds and --workers must be >= 1")
+        if seeds < 1 or workers < 1 or first_seed < 0:
+            raise ValueError("--seeds and --workers must be >= 1, --first-seed >= 0")
         rows = [a.strip() for a in agents.split(",") if a.strip()]
         agent_rows(chosen.pick(quick), rows)
         if library is not None and not library.is_file():
@@ -107,7 +108,7 @@ def quality(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     run_quality_bench(chosen, quick, seeds, workers, overrides, work_dir.resolve() / chosen.name.replace(":", "-"),
-                      json_path, library.resolve() if library else None, rows)
+                      json_path, library.resolve() if library else None, rows, first_seed)
 
 
 @bench_app.command("targets")

@@ -80,7 +80,7 @@ def library_tally(path: Path) -> dict[str, Any]:
 
 def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overrides: dict[str, str],
                       work_dir: Path, json_path: Path | None, library_from: Path | None = None,
-                      agents: Sequence[str] = AGENTS) -> dict[str, Any]:
+                      agents: Sequence[str] = AGENTS, first_seed: int = 0) -> dict[str, Any]:
     console = Console() if sys.stdout.isatty() else Console(width=140)
     budget = suite.pick(quick)
     rows = agent_rows(budget, agents)
@@ -106,7 +106,7 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     theta_rows = [(by_agent[a], a) for a in ("policy+mcts", "policy") if a in by_agent]
     baselines = [by_agent[a] for a in ("random", "mcts") if a in by_agent]
     trained: list[dict[str, Any]] = []
-    for seed in range(seeds if theta_rows else 1):
+    for seed in range(first_seed, first_seed + (seeds if theta_rows else 1)):
         folder = work_dir / f"seed-{seed}"
         seed_started = time.perf_counter()
         with stack(folder, overrides) as env:
@@ -117,7 +117,7 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                 trained.append({"seed": seed, "policy_version": version, "losses": losses})
                 console.print(f"seed {seed}: θ {version}: " + ", ".join(
                     f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
-            if seed == 0:
+            if seed == first_seed:
                 play_baseline_rows(args, baselines, env, folder)
         wall[f"seed_{seed}_s"] = time.perf_counter() - seed_started
     wall["total_s"] = time.perf_counter() - started
