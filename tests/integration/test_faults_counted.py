@@ -1,16 +1,16 @@
 """Faults survived, counted: a TrainingWorkflow runs on the embedded stack (`evoskill up`: the supervisor, NATS
 with its users, every service its own process) while each process in turn is killed with SIGKILL at a moment
-it is busy: mid-episode (sandbox, reward, memory, planner, the orchestrator's worker, nats-server) or while the
-epoch's Train is at the learner. The supervisor starts each again, the workflow completes every epoch, and the
-counts reconcile:
+it is busy: mid-episode (sandbox, reward, memory, planner, the orchestrator's worker, nats-server, and in the long
+variant the Temporal dev server) or while the epoch's Train is at the learner. The supervisor starts each again,
+the workflow is stopped once every fault is done (it finishes its epoch), and the counts reconcile:
 
 - episodes: the workflow counted each training episode once, and the learner's replay holds exactly those;
   each epoch's Train made exactly one policy version;
 - steps: every step of each episode's completed version is one experience in memory (Qdrant), under its
   idempotency key `<episode_id>/<step_index>`, with the episode's outcome; nothing else of the run is stored
   (the steps of an attempt a fault cut short are replaced or removed, not left behind pending);
-- the stream: the JetStream store survived nats-server's restarts, and each step.executed / reward.scored
-  key reached it once per attempt at most (publishes carry `Nats-Msg-Id`, so a retried publish is no copy).
+- the stream: the JetStream store survived nats-server's restart; every published step was scored exactly once
+  (publishes carry `Nats-Msg-Id`, so a reward redelivered after it published publishes no copy); no dead letter.
 
 docs/faults.md tabulates what the run found (the figures come from `FAULTS_REPORT`: set it to a path and the
 test writes its counts there as JSON).
@@ -34,18 +34,20 @@ import nats
 import pytest
 from qdrant_client import QdrantClient
 from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from evoskill.clients.training import start_training
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyRegistry
-from evoskill.orchestrator.training.logic import TrainingParams, TrainingProgress
+from evoskill.orchestrator.training.logic import TrainingParams, TrainingProgress, episode_id
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.bus import Subjects, connect_options
 from evoskill.platform.config import MemorySettings, Settings
 from evoskill.stack.supervisor import Stack, read_state
 from tests.conftest import make_settings
 from tests.integration.test_self_healing import component, restarted
-from tests.integration.training_stack import Handle, client_of, tiny, wait_for
+from tests.integration.training_stack import Handle, client_of, tiny
 from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
@@ -53,7 +55,7 @@ pytestmark = pytest.mark.integration
 PLAY, TRAIN = "training.play_episode", "training.train_policy"
 # Killed mid-episode (an episode activity running, past its first step), or while Train is at the learner.
 DURING_TRAIN = {"learner"}
-ALL_FAULTS = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator", "nats-server")
+ALL_FAULTS = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator", "nats-server", "temporal")
 QUICK_FAULTS = ("sandbox", "learner", "nats-server")
 
 
@@ -75,10 +77,10 @@ class Run:
     faults: list[Fault] = field(default_factory=list)
 
 
-def faults_params(epochs: int) -> TrainingParams:
-    # One episode at a time: "an episode is playing" is then one activity; heartbeats short so that a killed
-    # worker's episode is retried in seconds.
-    return tiny(epochs=epochs, episodes_per_epoch=2, eval_episodes=0, parallelism=1, heartbeat_timeout_s=5.0,
+def faults_params() -> TrainingParams:
+    # Epochs to spare: the run is stopped once every fault is done. One episode at a time, so "an episode is
+    # playing" is one activity; heartbeats short, so a killed worker's episode is retried in seconds.
+    return tiny(epochs=50, episodes_per_epoch=2, eval_episodes=0, parallelism=1, heartbeat_timeout_s=5.0,
                 train_wait_s=60.0)
 
 
@@ -94,42 +96,51 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
 
 
 async def pending(handle: Handle, activity: str) -> list[Any]:
-    return [a for a in (await handle.describe()).raw_description.pending_activities
+    """The running attempts of `activity`; fails when the workflow is no longer running."""
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING, f"the workflow is {description.status}"
+    return [a for a in description.raw_description.pending_activities
             if a.activity_type.name == activity and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED]
 
 
-async def busy(handle: Handle, name: str, epoch: int) -> bool:
-    """The moment to kill `name` in `epoch`: Train at the learner, or an episode running past its first step
-    (the planner heartbeats each step's index)."""
+async def busy(handle: Handle, name: str) -> bool:
+    """The moment to kill `name`: Train at the learner, or an episode running past its first step (the
+    activity heartbeats each step's index)."""
     progress: TrainingProgress = await handle.query(TrainingWorkflow.progress)
-    if progress.epoch != epoch:
-        return False
     if name in DURING_TRAIN:
         return progress.phase == "training" and bool(await pending(handle, TRAIN))
     return progress.phase == "playing" and any(a.heartbeat_details.payloads for a in await pending(handle, PLAY))
 
 
-async def kill_when_busy(run: Run, name: str, epoch: int) -> Fault:
-    await until(lambda: busy(run.handle, name, epoch), f"{name} busy in epoch {epoch}", within_s=120)
+async def ended(handle: Handle) -> bool:
+    try:
+        return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+    except RPCError:  # Temporal restarting
+        return False
+
+
+async def kill_when_busy(run: Run, name: str) -> Fault:
+    await until(lambda: busy(run.handle, name), f"{name} busy", within_s=120)
     c = component(run.stack.settings, name)
     progress = await run.handle.query(TrainingWorkflow.progress)
     os.kill(c["pid"], signal.SIGKILL)
     started = asyncio.get_running_loop().time()
     await until(lambda: restarted(run.stack, name, c["pid"]), f"{name} restarted", within_s=120)
-    fault = Fault(name, epoch, progress.phase, c["pid"], round(asyncio.get_running_loop().time() - started, 1))
+    fault = Fault(name, progress.epoch, progress.phase, c["pid"], round(asyncio.get_running_loop().time() - started, 1))
     assert component(run.stack.settings, name)["last_exit"] == "signal 9 (SIGKILL)"
     return fault
 
 
 async def train_under_faults(stack: Stack, names: tuple[str, ...]) -> Run:
-    """A workflow of one epoch per fault; `names[k]` is killed in epoch k."""
-    params = faults_params(len(names))
+    """Kill each of `names` in turn while the workflow trains, then stop it (it finishes the epoch)."""
+    params = faults_params()
     workflow_id = f"faults-{uuid.uuid4().hex[:8]}"
     handle = await start_training(await client_of(stack.settings), stack.settings, params, workflow_id)
     run = Run(stack, handle, workflow_id, params)
-    for epoch, name in enumerate(names):
-        run.faults.append(await kill_when_busy(run, name, epoch))
-    await wait_for(handle, lambda p: p.phase == "done", within_s=300, what="the workflow's end")
+    for name in names:
+        run.faults.append(await kill_when_busy(run, name))
+    await handle.signal(TrainingWorkflow.stop)
+    await until(lambda: ended(handle), "the workflow's end", within_s=300)
     return run
 
 
@@ -163,7 +174,7 @@ async def read_stream(stack: Stack, workflow_id: str) -> StreamCounts:
             msg = await js.get_msg(s.nats.stream, seq)
             subject, data = msg.subject, msg.data or b""
             if subject.startswith(f"{prefix}.{Subjects.DLQ}."):
-                counts.dead_letters += 1
+                counts.dead_letters += 1  # the run has the stream to itself
             elif subject == f"{prefix}.{Subjects.STEP_EXECUTED}":
                 t = events_pb2.StepExecuted.FromString(data).transition
                 if t.episode_id.startswith(workflow_id):
@@ -209,21 +220,25 @@ def stop_memory(stack: Stack) -> None:
 async def reconcile(run: Run) -> dict[str, Any]:
     stack, workflow_id, params = run.stack, run.workflow_id, run.params
     result = await run.handle.result()
-    expected = {f"{workflow_id}-e{epoch:04d}-t{i:03d}" for epoch in range(params.epochs)
+    epochs = result.epochs_completed
+    assert result.stopped and epochs >= 2
+    expected = {episode_id(workflow_id, epoch, "t", i) for epoch in range(epochs)
                 for i in range(params.episodes_per_epoch)}
     # Episodes: counted once by the workflow, each in replay once, one policy version per epoch.
-    assert result.epochs_completed == params.epochs and sorted(result.episode_ids) == sorted(expected)
+    assert sorted(result.episode_ids) == sorted(expected)
     replay = replay_ids(stack.settings, workflow_id)
     assert sorted(replay) == sorted(expected)
     ours = [e for e in PolicyRegistry(stack.settings.state_dir / "learner" / "policies").list()
             if e.request_id.startswith(workflow_id)]
-    assert sorted(e.request_id for e in ours) == [f"{workflow_id}-e{k}-train" for k in range(params.epochs)]
+    assert sorted(e.request_id for e in ours) == [f"{workflow_id}-e{k}-train" for k in range(epochs)]
 
     stream = await read_stream(stack, workflow_id)
     assert set(stream.completed) == expected
     final_steps = {episode: steps[-1] for episode, steps in stream.completed.items()}
     final_keys = {(episode, i) for episode, n in final_steps.items() for i in range(n)}
-    assert final_keys <= set(stream.steps)  # every step of a completed episode was published...
+    assert final_keys <= set(stream.steps)  # every step of a completed episode was published
+    assert stream.scored == stream.steps  # each published step scored once: a redelivery's publish is no copy
+    assert stream.dead_letters == 0  # nothing of the run given up on
 
     stop_memory(stack)
     experiences = stored_experiences(stack.settings, workflow_id)
