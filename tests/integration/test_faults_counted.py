@@ -33,7 +33,7 @@ from typing import Any
 import nats
 import pytest
 from qdrant_client import QdrantClient
-from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
@@ -81,7 +81,7 @@ def faults_params() -> TrainingParams:
     # Epochs to spare: the run is stopped once every fault is done. One episode at a time, so "an episode is
     # playing" is one activity; heartbeats short, so a killed worker's episode is retried in seconds.
     return tiny(epochs=50, episodes_per_epoch=2, eval_episodes=0, parallelism=1, heartbeat_timeout_s=5.0,
-                train_wait_s=60.0)
+                train_wait_s=60.0, continue_as_new_every=50)  # one run: its history holds every attempt count
 
 
 @pytest.fixture
@@ -216,6 +216,21 @@ def stop_memory(stack: Stack) -> None:
     memory.process.wait(timeout=30)
 
 
+async def retried(handle: Handle) -> dict[str, list[int]]:
+    """Per activity type, the attempt at which each activity retried by Temporal completed (history records
+    the started event of the completing attempt only, with its number)."""
+    events = [e async for e in handle.fetch_history_events()]
+    kinds = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
+    attempts: dict[str, list[int]] = {}
+    for e in events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = e.activity_task_started_event_attributes
+            if started.attempt > 1:
+                attempts.setdefault(kinds[started.scheduled_event_id], []).append(started.attempt)
+    return attempts
+
+
 # -- the reconciliation --------------------------------------------------------------------------------------
 async def reconcile(run: Run) -> dict[str, Any]:
     stack, workflow_id, params = run.stack, run.workflow_id, run.params
@@ -249,6 +264,7 @@ async def reconcile(run: Run) -> dict[str, Any]:
     return {
         "epochs": result.epochs_completed,
         "faults": [vars(f) for f in run.faults],
+        "retried_attempts": await retried(run.handle),
         "episodes_counted_by_workflow": len(result.episode_ids),
         "episodes_in_replay": len(replay),
         "policy_versions": len(ours),
