@@ -87,8 +87,7 @@ def faults_params() -> TrainingParams:
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
     """The whole embedded stack, supervised (hashed embeddings: no model to load)."""
-    settings = make_settings(tmp_path / "state",
-                             memory=MemorySettings(featurizer="hash"))
+    settings = make_settings(tmp_path / "state", memory=MemorySettings(featurizer="hash"))
     running = Stack(settings)
     await running.start()
     yield running
@@ -293,6 +292,7 @@ async def test_every_process_killed_in_turn_during_training_nothing_lost_nothing
     report(await reconcile(run))
 
 
+@pytest.mark.timeout(600)  # 1.5 minutes on the 2 cores alone, 4.5 when others load them
 async def test_sandbox_learner_and_nats_killed_during_training_the_counts_reconcile(stack: Stack) -> None:
     run = await train_under_faults(stack, QUICK_FAULTS)
     report(await reconcile(run))
