@@ -55,6 +55,28 @@ def policy_gradient_loss(
     return _weighted_mean(-(p * adv).sum(-1), weights)
 
 
+def self_imitation_loss(
+    logits: torch.Tensor,
+    taken: torch.Tensor,
+    returns: torch.Tensor,
+    value: torch.Tensor,
+    online: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Self-imitation (Oh et al., 2018): -log p_θ(a_taken) · max(G - V_θ(s), 0) on the agent's own steps.
+
+    The agent's past actions whose return beat what θ expected there (the steps of the games it won, mostly)
+    are imitated, the others ignored: a won online game is learnt from as a demonstration would be, however
+    spread the search's targets were. `taken` [B] is the executed action's column (-1: not among the
+    candidates), `online` [B] marks the agent's own steps (library steps are imitated by distillation already).
+    """
+    log_p = torch.log_softmax(logits, dim=-1)
+    picked = log_p.gather(-1, taken.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    gain = (returns - value.detach()).clamp(min=0.0)
+    per_example = torch.where(online & (taken >= 0), -picked * gain, torch.zeros_like(picked))
+    return _weighted_mean(per_example, weights)
+
+
 def entropy(logits: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
     """Mean policy entropy; the learner subtracts entropy_coef * entropy (a bonus, seed 000 §5.3)."""
     log_p = torch.log_softmax(logits, dim=-1)
