@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from typer.testing import CliRunner
 
 from evoskill.cli import app
@@ -83,9 +84,14 @@ async def test_detached_runs_are_paused_shown_listed_resumed_attached_and_cancel
     finally:
         await stack.start_worker()
 
-    handle = (await client_of(stack.settings)).get_workflow_handle_for(TrainingWorkflow.run, run_id)
+    client = await client_of(stack.settings)
+    handle = client.get_workflow_handle_for(TrainingWorkflow.run, run_id)
     paused = await wait_for(handle, lambda p: p.paused and p.phase == "playing", what="the paused epoch")
     assert paused.episodes_played == 0 and paused.in_flight == 0  # the pause came before any episode
+    cancelled = client.get_workflow_handle(doomed)
+    with pytest.raises(WorkflowFailureError):  # the cancel, processed by the worker's first task of that run
+        await cancelled.result()
+    assert (await cancelled.describe()).status is WorkflowExecutionStatus.CANCELED
     code, out, _ = await cli("runs", "list")
     assert code == 0
     row = {name: next(line for line in out.splitlines() if name in line) for name in (run_id, doomed)}
