@@ -141,3 +141,9 @@ def test_self_imitation_does_not_train_the_value_through_its_gain() -> None:
     value = torch.tensor([0.0], requires_grad=True)
     loss = self_imitation_loss(torch.zeros(1, 2), torch.tensor([0]), torch.tensor([1.0]), value, torch.tensor([True]))
     assert not loss.requires_grad or torch.autograd.grad(loss, value, allow_unused=True)[0] is None
+
+
+def test_distillation_scale_weighs_each_example() -> None:
+    logits, visits = torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    full = distillation_loss(logits, visits)
+    assert float(distillation_loss(logits, visits, scale=torch.tensor([1.0, 0.0]))) == pytest.approx(float(full) / 2)

@@ -236,7 +236,9 @@ class LearnerSettings(_Group):
     lr: float = Field(1e-3, description="Adam learning rate (1e-5 - 1e-3; 1e-3 is what the quality suites measured)")
     batch_size: int = Field(32, description="Replay batch size (16-64)")
     entropy_coef: float = Field(0.01, description="Entropy regularisation (0.01-0.1)")
-    distill_coef: float = Field(1.0, description="Weight of the distillation of search's targets (and of cloning)")
+    distill_coef: float = Field(
+        1.0, description="Weight of the distillation of search's targets on searched steps (cloning weighs 1)"
+    )
     self_imitation_coef: float = Field(
         0.5, description="Weight of self-imitation: the agent's own searched steps whose return beat V_θ are imitated"
     )

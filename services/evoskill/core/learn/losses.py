@@ -18,11 +18,16 @@ def _weighted_mean(per_example: torch.Tensor, weights: torch.Tensor | None) -> t
 
 
 def distillation_loss(
-    logits: torch.Tensor, visit_probs: torch.Tensor, weights: torch.Tensor | None = None
+    logits: torch.Tensor,
+    visit_probs: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """AlphaZero policy distillation: cross entropy H(π_search, p_θ) = -Σ_a π(a) log p_θ(a)."""
+    """AlphaZero policy distillation: cross entropy H(π_search, p_θ) = -Σ_a π(a) log p_θ(a); `scale` [B]
+    multiplies each example's term (the learner weighs searched steps apart from cloned ones)."""
     log_p = torch.log_softmax(logits, dim=-1)
-    return _weighted_mean(-(visit_probs * log_p).sum(-1), weights)
+    per_example = -(visit_probs * log_p).sum(-1)
+    return _weighted_mean(per_example if scale is None else per_example * scale, weights)
 
 
 def value_loss(value: torch.Tensor, returns: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:

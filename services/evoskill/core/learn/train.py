@@ -6,7 +6,7 @@ One update:
    offline library, each drawn ∝ priority^α and weighted by its importance weight;
 2. featurise states and candidate actions (cached text features + skill rows of their templates);
 3. forward the policy/value network once;
-4. loss = distill_coef     · CE(π_search, p_θ)      AlphaZero distillation of the visit counts
+4. loss = CE(π_search, p_θ)                      AlphaZero distillation (× distill_coef where searched)
         + value_coef       · Huber(V_θ(s), G)       value regression to the discounted return
         + pg_coef          · -Σ_a p_θ(a)(Q - V)    policy gradient with the search's advantages
         + self_imitation_coef · -log p_θ(a) (G - V)⁺  self-imitation of the agent's own better-than-expected steps
@@ -208,7 +208,9 @@ class Learner:
         else:
             baseline = value
         terms = {
-            "distill": distillation_loss(logits, batch.visit_probs, w),
+            # Cloning a library step always counts fully; distill_coef weighs the search's own targets.
+            "distill": distillation_loss(logits, batch.visit_probs, w,
+                                         scale=torch.where(searched, s.distill_coef, 1.0)),
             "value": value_loss(value, batch.returns, w),
             "pg": policy_gradient_loss(logits, advantages(batch.q_values, baseline), batch.q_mask, w),
             "self_imitation": self_imitation_loss(logits, batch.taken, batch.returns, value, searched, w),
@@ -222,7 +224,7 @@ class Learner:
             ),
         }
         terms["loss"] = (
-            s.distill_coef * terms["distill"]
+            terms["distill"]
             + s.self_imitation_coef * terms["self_imitation"]
             + s.value_coef * terms["value"]
             + s.pg_coef * terms["pg"]
