@@ -6,13 +6,14 @@ session keeps the whole `EpisodeLog`); search-time probes (`simulate`) replay ac
 session's current state, reusing where the environment already is: a probe that extends the path
 the environment stands on steps only the suffix, anything else restores the root (natively where the
 environment can, else reset + replay) and steps the path. Stepped paths are cached, so probing a
-known path again costs no environment step.
+known path again costs no environment step. Given a time budget, `simulate` answers the probes it has time for.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -157,12 +158,19 @@ class EnvHost:
         self._at = path
         return steps
 
-    def simulate(self, probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
-        results, steps = [], 0
+    def simulate(self, probes: list[sandbox_pb2.Probe], gamma: float,
+                 budget_s: float | None = None) -> tuple[list[sandbox_pb2.ProbeResult], int]:
+        """The probes' results in order, the env steps they cost. Anytime with `budget_s`: a probe is started
+        only while the longest one so far still fits in what is left, so fewer results may come back."""
+        results, steps, started, longest = [], 0, time.monotonic(), 0.0
         for probe in probes:
+            began = time.monotonic()
+            if budget_s is not None and began + longest > started + budget_s:
+                break
             result, cost = self._probe(tuple(probe.actions), probe.rollout_depth, probe.rollout_seed, gamma)
             results.append(result)
             steps += cost
+            longest = max(longest, time.monotonic() - began)
         return results, steps
 
     def _probe(self, path: tuple[str, ...], depth: int, seed: int, gamma: float) -> tuple[sandbox_pb2.ProbeResult, int]:

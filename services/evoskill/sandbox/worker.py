@@ -61,7 +61,8 @@ def _worker_main(conn: Connection, policy: Policy, folder: str, limits: dict[str
     try:
         conn.send(("ready", confine(policy, folder)))  # before any import that may start a thread
         if java_options:  # every JVM it starts (envs/jvm.py)
-            os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (os.environ.get("JAVA_TOOL_OPTIONS"), java_options)))
+            inherited = os.environ.get("JAVA_TOOL_OPTIONS")
+            os.environ["JAVA_TOOL_OPTIONS"] = f"{inherited} {java_options}" if inherited else java_options
     except Exception as exc:  # the answer to the first call: this worker runs nothing
         conn.send(("error", ("Unavailable", type(exc).__name__, f"the environment worker could not confine "
                              f"itself: {exc}", traceback.format_exc(limit=8))))
@@ -112,7 +113,7 @@ def _dispatch(host: Any, command: str, args: tuple[Any, ...]) -> Any:
         return host.step(args[0]).SerializeToString()
     if command == "simulate":
         probes = [sandbox_pb2.Probe.FromString(p) for p in args[0]]
-        results, steps = host.simulate(probes, args[1])
+        results, steps = host.simulate(probes, *args[1:])
         return [r.SerializeToString() for r in results], steps
     raise ValueError(f"unknown worker command {command!r}")
 
