@@ -69,9 +69,9 @@ class AgentTools:
         step): a greedy θ offered a no-op such as `look around` would pick it forever."""
         # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False. A child that
         # loses at once stays a candidate: knowing that is a lookahead's, not θ's.
-        every_child = self.settings.model_copy(
+        every_child = self.settings.model_copy(  # and no time budget: a search's, this is none
             update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0,
-                    "prune_losses": False})
+                    "prune_losses": False, "time_budget_s": 0.0})
         env = self.model(step, every_child, None)
         env.root()
         root = env.nodes[()]
