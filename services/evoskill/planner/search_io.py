@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import grpc
 import numpy as np
 
 from evoskill.core.search import SearchConfig, SearchResult
@@ -34,8 +35,13 @@ def sandbox_simulate(sandbox: Any, session_id: str, deadline: float | None = Non
             timeout["timeout"] = deadline - time.monotonic()
             if timeout["timeout"] <= 0:
                 return [], 0
-        reply = sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes, gamma=gamma),
-                                 **timeout)
+        try:
+            reply = sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes, gamma=gamma),
+                                     **timeout)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+            return [], 0  # one probe outlasted the whole deadline: as out of time as an unanswered one
         return list(reply.results), reply.env_steps
 
     return simulate
