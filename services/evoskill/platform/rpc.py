@@ -276,7 +276,11 @@ def service_config(settings: GrpcSettings) -> str:
     timeout = f"{settings.deadline_s:.3f}s"
     configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
     for service, (methods, seconds) in LONG_CALLS.items():
-        configs.append({"name": [{"service": service, "method": m} for m in methods], "timeout": f"{seconds:.3f}s"})
+        waiting = WAIT_FOR_READY.get(service, ())
+        for group in ([m for m in methods if m in waiting], [m for m in methods if m not in waiting]):
+            if group:
+                configs.append({"name": [{"service": service, "method": m} for m in group],
+                                "timeout": f"{seconds:.3f}s"})
     for service, methods in SAFE_TO_RETRY.items():
         configs.append({
             "name": [{"service": service, "method": m} for m in methods],
