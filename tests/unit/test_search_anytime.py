@@ -110,3 +110,11 @@ def test_missing_rollouts_are_out_of_time_not_made_up(coin: EnvHost) -> None:
     env.root()
     with pytest.raises(SearchOutOfTime):
         env.evaluate([()])
+
+
+def test_a_no_op_gets_no_rollout_and_a_leafs_rollout_rides_on_its_step(coin: EnvHost) -> None:
+    (root,), _ = coin.simulate([sandbox_pb2.Probe()], 0.97)
+    moves = [a for a in root.observation.valid_actions if a.startswith("move")]
+    results, _ = coin.simulate([sandbox_pb2.Probe(actions=[a], rollout_depth=5) for a in ("inventory", moves[0])], 0.97)
+    assert results[0].state_key == root.state_key and results[0].rollout_steps == 0  # search's dead end
+    assert results[1].rollout_steps > 0

@@ -182,7 +182,7 @@ class EnvHost:
             result.CopyFrom(cached)
         else:
             result, cost = self._step_path(path, seed)
-        if depth > 0 and not result.observation.done:
+        if depth > 0 and not result.observation.done and not self._unchanged(path, result):
             if self._at != path:
                 cost += self._goto(path)
             played = self._rollout(depth, seed, gamma)
@@ -190,6 +190,12 @@ class EnvHost:
             result.rollout_outcome, result.rollout_final_score = played.outcome, played.final_score
             cost += len(played.taken)
         return result, cost
+
+    def _unchanged(self, path: tuple[str, ...], result: sandbox_pb2.ProbeResult) -> bool:
+        """The path's last action left the state as it was (a no-op, which search treats as a dead end: no
+        rollout), as far as the cache knows the state before it."""
+        before = self._cache.get(path[:-1]) if path else None
+        return before is not None and before.state_key == result.state_key
 
     def _step_path(self, path: tuple[str, ...], seed: int) -> tuple[sandbox_pb2.ProbeResult, int]:
         if not path:

@@ -184,7 +184,7 @@ class SearchModel:
         probes = [self._rollout_probe(p) if rollouts else sandbox_pb2.Probe(actions=p) for p in paths]
         for path, result in zip(paths, self._simulate(probes), strict=False):
             self.nodes[path] = result
-            if rollouts and not result.observation.done:
+            if result.rollout_steps:  # none after a no-op (a dead end) or where the path ends the game
                 self._rolled[path] = self._rollout_value(result)
 
     def _open(self, parents: list[Path]) -> None:
