@@ -83,11 +83,11 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def make_settings(state_dir: Path, **overrides: object) -> Settings:
     """Settings on free ports so tests never collide with a running stack or each other."""
     services = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
-    nats, temporal, *ports = free_ports(2 + len(services))  # distinct: one-by-one picks may repeat a port
+    nats, temporal, ui, *ports = free_ports(3 + len(services))  # distinct: one-by-one picks may repeat a port
     fields: dict[str, object] = {
         "state_dir": state_dir,
         "nats": NatsSettings(port=nats, backoff_s=[0.05, 0.1, 0.2], max_deliver=3),
-        "temporal": TemporalSettings(port=temporal, task_queue=f"evoskill-test-{os.getpid()}"),
+        "temporal": TemporalSettings(port=temporal, ui_port=ui, task_queue=f"evoskill-test-{os.getpid()}"),
         # pytest's folders are private to whoever runs it: a root sandbox's workers stay root to read them.
         "sandbox": SandboxSettings(run_as=""),
     }

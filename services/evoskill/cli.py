@@ -106,6 +106,8 @@ def _print_endpoints(settings: Settings) -> None:
         table.add_row("nats (external)", settings.nats.url, "", "")
     if settings.temporal.address:
         table.add_row("temporal (external)", settings.temporal.address, "", "")
+    if settings.temporal_ui_url:
+        table.add_row("temporal ui", settings.temporal_ui_url, "", "")
     table.add_row("qdrant", settings.qdrant.url or f"local mode: {settings.qdrant_path.resolve()}", "", "")
     console.print(table)
 
@@ -128,11 +130,14 @@ def up(
     replicas: Annotated[str, typer.Option(
         help="processes per service, e.g. sandbox=2,planner=2 (each on its own port; callers spread over them)",
     )] = "",
+    headless: Annotated[bool, typer.Option("--headless", help="no Temporal UI (as temporal.ui_port=0)")] = False,
 ) -> None:
-    """Start the embedded stack (nats-server, Temporal dev server, Qdrant local, every service)."""
+    """Start the embedded stack (nats-server, Temporal dev server with its UI, Qdrant local, every service)."""
     from evoskill.stack.supervisor import parse_replicas
 
     settings = Settings()
+    if headless:
+        settings = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"ui_port": 0})})
     try:
         counts = parse_replicas(replicas, settings) if replicas else {}
     except InvalidInput as exc:
@@ -168,7 +173,8 @@ def _up_detached(settings: Settings, replicas: str) -> None:
     state_dir = settings.state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "supervisor.log"
-    argv = [sys.executable, "-m", "evoskill", "up", *(["--replicas", replicas] if replicas else [])]
+    argv = [sys.executable, "-m", "evoskill", "up", *(["--replicas", replicas] if replicas else []),
+            *([] if settings.temporal.ui_port else ["--headless"])]
     with log_path.open("ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
@@ -426,12 +432,16 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
 def _mount_optional() -> None:
     from evoskill.explore_cli import explore
     from evoskill.library.cli import demos, library_app
+    from evoskill.runs_cli import runs_app
+    from evoskill.trace_cli import trace
     from evoskill.train_cli import train
 
     app.command("train")(train)
     app.command("explore")(explore)
     app.command("demos")(demos)
     app.add_typer(library_app, name="library")
+    app.add_typer(runs_app, name="runs")
+    app.command("trace")(trace)
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app
 

@@ -40,6 +40,9 @@ def train(
     no_train: Annotated[bool, typer.Option("--no-train", help="play and evaluate only, no learner call")] = False,
     report_dir: Annotated[Path | None, typer.Option(help="default: <state>/reports/<workflow id>")] = None,
     workflow_id: Annotated[str | None, typer.Option(help="default: train-<random>")] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="start the run on the running stack, print its id and "
+                                                          "return (then `evoskill runs attach|show|pause|stop`)")]
+    = False,
 ) -> None:
     """Train θ through the Temporal TrainingWorkflow: play, train, evaluate, per epoch; curves and a table."""
     from evoskill.cli import _fail, _run_client, console
@@ -58,6 +61,11 @@ def train(
     if problems:
         _fail("; ".join(problems), 2)
     settings = Settings()
+    if detach:
+        from evoskill.runs_cli import detach as start_detached
+
+        start_detached(settings, params, workflow_id)
+        return
 
     async def main() -> None:
         from temporalio.client import WorkflowFailureError

@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from evoskill.platform.config import Settings
+from evoskill.platform.trace_file import requests
 from evoskill.stack.supervisor import Stack, StackError, component_health, read_state
 from tests.conftest import make_settings
 
@@ -42,7 +44,7 @@ def cli(settings_env: dict[str, str], *args: str) -> subprocess.CompletedProcess
 def env_of(settings: Settings) -> dict[str, str]:
     s = settings
     env = {"EVOSKILL_STATE_DIR": str(s.state_dir), "EVOSKILL_NATS__PORT": str(s.nats.port),
-           "EVOSKILL_TEMPORAL__PORT": str(s.temporal.port)}
+           "EVOSKILL_TEMPORAL__PORT": str(s.temporal.port), "EVOSKILL_TEMPORAL__UI_PORT": str(s.temporal.ui_port)}
     for name in ("sandbox", "reward", "memory", "planner", "learner", "orchestrator"):
         env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(s.endpoint(name).port)
     return env
@@ -102,9 +104,12 @@ async def test_two_components_on_one_port_are_refused(tmp_path: Path) -> None:
 
 def test_up_detached_with_replicas_status_and_down_through_the_cli(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
-    env = env_of(settings)
+    env = env_of(settings) | {"EVOSKILL_TELEMETRY__TRACE_DIR": "traces"}
     started = cli(env, "up", "--detach", "--replicas", "sandbox=2,planner=2")
     assert started.returncode == 0, started.stderr
+    # The Temporal UI is served by default, at the address `up` prints.
+    assert settings.temporal_ui_url in started.stdout
+    assert httpx.get(settings.temporal_ui_url, timeout=30).status_code == 200
     state = read_state(settings)
     assert state is not None
     sessions = {c["pid"] for c in state["components"]} | {state["supervisor_pid"]}
@@ -123,3 +128,10 @@ def test_up_detached_with_replicas_status_and_down_through_the_cli(tmp_path: Pat
     assert stopped.returncode == 0, stopped.stderr
     assert sessions_alive(sessions) == []
     assert cli(env, "status").returncode == 1
+    # With telemetry.trace_dir each process wrote its spans to its own file (flushed as it stopped): here the
+    # health checks `status` made, served by every replica.
+    files = {path.name.rsplit("-", 1)[0] for path in (settings.state_dir / "traces").glob("*.jsonl")}
+    assert {"sandbox", "planner", "learner"} <= files
+    served = {span["name"] for request in requests(settings.state_dir / "traces")
+              for resource in request["resourceSpans"] for scope in resource["scopeSpans"] for span in scope["spans"]}
+    assert "/grpc.health.v1.Health/Check" in served

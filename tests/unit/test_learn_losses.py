@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -13,6 +14,7 @@ from evoskill.core.learn.losses import (
     distillation_loss,
     entropy,
     policy_gradient_loss,
+    self_imitation_loss,
     value_loss,
 )
 from evoskill.core.learn.networks import MASKED_LOGIT
@@ -118,3 +120,30 @@ def test_contrastive_ignores_negatives_equal_to_the_pair_and_handles_no_pairs() 
     assert math.isclose(float(only_clashes), 0.0, abs_tol=1e-6)  # nothing to contrast: log(1) = 0
     empty = torch.zeros(0, dtype=torch.long)
     assert float(contrastive_skill_loss(table, empty, empty, torch.zeros(0, 3, dtype=torch.long))) == 0.0
+
+
+def test_self_imitation_imitates_only_own_steps_that_beat_the_value() -> None:
+    logits = torch.zeros(4, 3, requires_grad=True)
+    taken = torch.tensor([1, 1, 1, -1])
+    returns = torch.tensor([2.0, 0.5, 2.0, 2.0])
+    value = torch.tensor([1.0, 1.0, 1.0, 1.0])
+    online = torch.tensor([True, True, False, True])
+    loss = self_imitation_loss(logits, taken, returns, value, online)
+    # Only row 0 counts: row 1 did worse than V, row 2 is a library step, row 3 took no listed action.
+    assert float(loss.detach()) == pytest.approx(math.log(3) * 1.0 / 4)
+    loss.backward()
+    assert logits.grad is not None
+    assert float(logits.grad[0, 1]) < 0 < float(logits.grad[0, 0])  # descent raises the taken action
+    assert float(logits.grad[1:].abs().sum()) == 0.0
+
+
+def test_self_imitation_does_not_train_the_value_through_its_gain() -> None:
+    value = torch.tensor([0.0], requires_grad=True)
+    loss = self_imitation_loss(torch.zeros(1, 2), torch.tensor([0]), torch.tensor([1.0]), value, torch.tensor([True]))
+    assert not loss.requires_grad or torch.autograd.grad(loss, value, allow_unused=True)[0] is None
+
+
+def test_distillation_scale_weighs_each_example() -> None:
+    logits, visits = torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    full = distillation_loss(logits, visits)
+    assert float(distillation_loss(logits, visits, scale=torch.tensor([1.0, 0.0]))) == pytest.approx(float(full) / 2)

@@ -42,7 +42,7 @@ def test_updates_decrease_the_distillation_loss() -> None:
     assert after["distill"] < 0.8 * before["distill"]
     assert after["value"] < before["value"]
     assert after_held["distill"] < before_held["distill"]  # the text features generalise to new objects
-    assert set(metrics) >= {"loss", "distill", "value", "pg", "entropy", "contrastive", "grad_norm"}
+    assert set(metrics) >= {"loss", "distill", "value", "pg", "self_imitation", "entropy", "contrastive", "grad_norm"}
     assert learner.steps == 40
 
 
@@ -83,7 +83,7 @@ def test_contrastive_term_is_active_for_successful_episodes_only() -> None:
 
 
 def test_zero_coefficients_leave_only_distillation() -> None:
-    settings = LearnerSettings(value_coef=0, pg_coef=0, entropy_coef=0, contrastive_coef=0)
+    settings = LearnerSettings(value_coef=0, pg_coef=0, entropy_coef=0, contrastive_coef=0, self_imitation_coef=0)
     learner = Learner(HashingFeaturizer(32), settings, SMALL)
     metrics = learner.evaluate(_examples(3))
     assert metrics["loss"] == pytest.approx(metrics["distill"])

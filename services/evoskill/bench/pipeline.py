@@ -139,7 +139,7 @@ def stack_settings(state_dir: Path, mode: str, telemetry: TelemetrySettings, nat
         "state_dir": state_dir / mode,
         "nats": NatsSettings(url=nats_url, port=nats, stream=f"BENCH{mode.upper()}",
                              subject_prefix=f"bench{mode}"),
-        "temporal": TemporalSettings(address=temporal_address, port=temporal),
+        "temporal": TemporalSettings(address=temporal_address, port=temporal, ui_port=0),  # no UI: copies side by side
         "telemetry": telemetry,
         **{f"{name}_endpoint": ServiceEndpoint(port=port) for name, port in zip(SERVICES, services, strict=True)},
     })

@@ -66,8 +66,9 @@ async def start_training(client: Client, settings: Settings, params: TrainingPar
 
 
 async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], console: Console, report_dir: Path,
-                 poll_s: float = 1.0) -> TrainingResult:
-    """Show the progress query until the workflow ends; Ctrl-C once asks it to stop after the epoch."""
+                 poll_s: float = 1.0, stop_on_interrupt: bool = True) -> TrainingResult:
+    """Show the progress query until the workflow ends; Ctrl-C once asks it to stop after the epoch (with
+    `stop_on_interrupt`; else Ctrl-C interrupts the command and the run goes on)."""
     result = asyncio.ensure_future(_result(handle))
     logged = 0
     loop = asyncio.get_running_loop()
@@ -78,12 +79,13 @@ async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], conso
         signals.append(asyncio.ensure_future(handle.signal(TrainingWorkflow.stop)))
         loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C interrupts the command
 
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, ask_stop)
+    if stop_on_interrupt:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, ask_stop)
     try:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             while not result.done():
-                progress = await _query(handle)
+                progress = await query_progress(handle)
                 if progress is None:
                     live.update(Text("waiting for an orchestrator worker to answer (is `evoskill status` all "
                                      "SERVING?)…"))
@@ -91,7 +93,7 @@ async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], conso
                     live.update(progress_table(progress))
                     logged = _log_epochs(report_dir, progress.history, logged)
                 await asyncio.wait({result}, timeout=poll_s)
-            final = await _query(handle)
+            final = await query_progress(handle)
             if final is not None:
                 live.update(progress_table(final))
     finally:
@@ -114,7 +116,7 @@ async def _result(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> T
             await asyncio.sleep(1.0)
 
 
-async def _query(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingProgress | None:
+async def query_progress(handle: WorkflowHandle[TrainingWorkflow, TrainingResult]) -> TrainingProgress | None:
     """The progress, or None while no worker can answer (starting, restarting, between runs)."""
     try:
         return await handle.query(TrainingWorkflow.progress, rpc_timeout=timedelta(seconds=5))

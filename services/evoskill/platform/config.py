@@ -98,7 +98,8 @@ class NatsSettings(_Group):
 class TemporalSettings(_Group):
     address: str = Field("", description="External Temporal frontend host:port; empty = the embedded dev server")
     port: int = Field(7233, description="Port of the embedded Temporal dev server")
-    ui_port: int = Field(0, description="Port of the embedded Temporal UI (0 = headless)")
+    ui_port: int = Field(8233, description="Port of the embedded Temporal UI, http://<host>:<port> (0 = headless: "
+                         "no UI; `evoskill up --headless`)")
     namespace: str = Field("default", description="Temporal namespace")
     task_queue: str = Field("evoskill", description="Task queue of the orchestrator worker")
 
@@ -113,6 +114,9 @@ class QdrantSettings(_Group):
 class TelemetrySettings(_Group):
     otlp_endpoint: str = Field("", description="OTLP/gRPC collector endpoint; empty = no export")
     console: bool = Field(False, description="Also print spans to stderr (debugging)")
+    trace_dir: str = Field("", description="Folder each process appends its spans to as OTLP/JSON lines "
+                           "(<service>-<pid>.jsonl), to open without a collector: `evoskill trace`; relative = "
+                           "under the state folder; empty = none")
     enabled: bool = Field(True, description="Create spans and propagate trace context")
 
 
@@ -232,6 +236,12 @@ class LearnerSettings(_Group):
     lr: float = Field(1e-3, description="Adam learning rate (1e-5 - 1e-3; 1e-3 is what the quality suites measured)")
     batch_size: int = Field(32, description="Replay batch size (16-64)")
     entropy_coef: float = Field(0.01, description="Entropy regularisation (0.01-0.1)")
+    distill_coef: float = Field(
+        1.0, description="Weight of the distillation of search's targets on searched steps (cloning weighs 1)"
+    )
+    self_imitation_coef: float = Field(
+        0.5, description="Weight of self-imitation: the agent's own searched steps whose return beat V_θ are imitated"
+    )
     value_coef: float = Field(0.5, description="Weight of value regression")
     pg_coef: float = Field(0.5, description="Weight of the policy-gradient term")
     contrastive_coef: float = Field(0.1, description="Weight of the skill-embedding contrastive term")
@@ -380,6 +390,11 @@ class Settings(BaseSettings):
     @property
     def temporal_address(self) -> str:
         return self.temporal.address or f"{self.host}:{self.temporal.port}"
+
+    @property
+    def temporal_ui_url(self) -> str:
+        """The embedded Temporal UI's address; empty when headless or Temporal is external."""
+        return "" if self.temporal.address or not self.temporal.ui_port else f"http://{self.host}:{self.temporal.ui_port}"
 
     @property
     def qdrant_path(self) -> Path:

@@ -70,7 +70,7 @@ class RunningService:
 
 
 async def start_service(name: str, settings: Settings, factory: ServiceFactory | None = None) -> RunningService:
-    setup_telemetry(name, settings.telemetry)
+    setup_telemetry(name, settings.telemetry, state_dir=settings.state_dir)
     factory = factory or load_factory(name)
     bus = Bus(settings, name)
     parts = await factory(settings, bus)

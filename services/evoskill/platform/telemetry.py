@@ -14,6 +14,7 @@ import functools
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import context, metrics, propagate, trace
@@ -42,9 +43,11 @@ def setup_telemetry(
     service: str,
     settings: TelemetrySettings | None = None,
     extra_processors: tuple[SpanProcessor, ...] = (),
+    state_dir: Path | None = None,
 ) -> TracerProvider | None:
     """Install the process-wide providers once; later calls return the installed tracer provider.
-    None when telemetry is disabled (and nothing was installed before)."""
+    None when telemetry is disabled (and nothing was installed before). A relative `trace_dir` is under
+    `state_dir`."""
     global _installed, _meter_provider
     if _installed is not None:
         for processor in extra_processors:
@@ -65,6 +68,11 @@ def setup_telemetry(
     if settings.console:
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
         readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
+    if settings.trace_dir:
+        from evoskill.platform.trace_file import OtlpJsonFileExporter
+
+        folder = (state_dir or Path()) / settings.trace_dir
+        provider.add_span_processor(BatchSpanProcessor(OtlpJsonFileExporter(folder, service)))
     for processor in extra_processors:
         provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)

@@ -278,6 +278,8 @@ class Stack:
             ports.append(("nats-server", s.host, s.nats.port))
         if not s.temporal.address:
             ports.append(("temporal", s.host, s.temporal.port))
+            if s.temporal.ui_port:
+                ports.append(("the Temporal UI", s.host, s.temporal.ui_port))
         for name in self.services:
             endpoint = s.endpoint(name)
             for address in endpoint.addresses:

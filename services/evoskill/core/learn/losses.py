@@ -18,11 +18,16 @@ def _weighted_mean(per_example: torch.Tensor, weights: torch.Tensor | None) -> t
 
 
 def distillation_loss(
-    logits: torch.Tensor, visit_probs: torch.Tensor, weights: torch.Tensor | None = None
+    logits: torch.Tensor,
+    visit_probs: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """AlphaZero policy distillation: cross entropy H(π_search, p_θ) = -Σ_a π(a) log p_θ(a)."""
+    """AlphaZero policy distillation: cross entropy H(π_search, p_θ) = -Σ_a π(a) log p_θ(a); `scale` [B]
+    multiplies each example's term (the learner weighs searched steps apart from cloned ones)."""
     log_p = torch.log_softmax(logits, dim=-1)
-    return _weighted_mean(-(visit_probs * log_p).sum(-1), weights)
+    per_example = -(visit_probs * log_p).sum(-1)
+    return _weighted_mean(per_example if scale is None else per_example * scale, weights)
 
 
 def value_loss(value: torch.Tensor, returns: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -53,6 +58,28 @@ def policy_gradient_loss(
     p = torch.softmax(logits, dim=-1)
     adv = torch.where(q_mask, advantage.detach(), torch.zeros_like(advantage))
     return _weighted_mean(-(p * adv).sum(-1), weights)
+
+
+def self_imitation_loss(
+    logits: torch.Tensor,
+    taken: torch.Tensor,
+    returns: torch.Tensor,
+    value: torch.Tensor,
+    online: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Self-imitation (Oh et al., 2018): -log p_θ(a_taken) · max(G - V_θ(s), 0) on the agent's own steps.
+
+    The agent's past actions whose return beat what θ expected there (the steps of the games it won, mostly)
+    are imitated, the others ignored: a won online game is learnt from as a demonstration would be, however
+    spread the search's targets were. `taken` [B] is the executed action's column (-1: not among the
+    candidates), `online` [B] marks the agent's own steps (library steps are imitated by distillation already).
+    """
+    log_p = torch.log_softmax(logits, dim=-1)
+    picked = log_p.gather(-1, taken.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    gain = (returns - value.detach()).clamp(min=0.0)
+    per_example = torch.where(online & (taken >= 0), -picked * gain, torch.zeros_like(picked))
+    return _weighted_mean(per_example, weights)
 
 
 def entropy(logits: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:

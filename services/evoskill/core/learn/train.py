@@ -6,9 +6,10 @@ One update:
    offline library, each drawn ∝ priority^α and weighted by its importance weight;
 2. featurise states and candidate actions (cached text features + skill rows of their templates);
 3. forward the policy/value network once;
-4. loss = CE(π_search, p_θ)                      AlphaZero distillation of the visit counts
+4. loss = CE(π_search, p_θ)                      AlphaZero distillation (× distill_coef where searched)
         + value_coef       · Huber(V_θ(s), G)       value regression to the discounted return
         + pg_coef          · -Σ_a p_θ(a)(Q - V)    policy gradient with the search's advantages
+        + self_imitation_coef · -log p_θ(a) (G - V)⁺  self-imitation of the agent's own better-than-expected steps
         - entropy_coef     · H(p_θ)                 entropy bonus against early collapse
         + contrastive_coef · InfoNCE(skills)        co-used skills of successful episodes together
    On a demonstration step (one-hot visits on the demonstrated action, no Q) this is behaviour cloning,
@@ -42,6 +43,7 @@ from evoskill.core.learn.losses import (
     distillation_loss,
     entropy,
     policy_gradient_loss,
+    self_imitation_loss,
     value_loss,
 )
 from evoskill.core.learn.networks import UNK, NetConfig, PolicyValueNet, SkillVocab
@@ -70,6 +72,12 @@ class TrainConfig:
     seed: int = 0
 
 
+def _column(taken: int, keep: np.ndarray) -> int:
+    """Where the executed action `taken` sits among the kept candidates; -1 if it is not kept."""
+    hits = np.flatnonzero(keep == taken)
+    return int(hits[0]) if taken >= 0 and len(hits) else -1
+
+
 class Batch(NamedTuple):
     """A collated batch: network inputs and targets as tensors (B states, A candidate slots)."""
 
@@ -78,6 +86,7 @@ class Batch(NamedTuple):
     q_values: torch.Tensor  # [B, A]
     q_mask: torch.Tensor  # [B, A] bool
     root_value: torch.Tensor  # [B]; nan where the step was not searched
+    taken: torch.Tensor  # [B] column of the executed action; -1 where it is not among the candidates
     returns: torch.Tensor  # [B]
     weights: torch.Tensor  # [B] importance weights
     anchors: torch.Tensor  # [P] skill rows of the contrastive pairs
@@ -178,6 +187,8 @@ class Learner:
             q_values=torch.from_numpy(q_values),
             q_mask=torch.from_numpy(q_mask),
             root_value=torch.tensor([ex.root_value for ex in examples], dtype=torch.float32),
+            taken=torch.tensor([_column(ex.taken, keep) for ex, keep in zip(examples, keeps, strict=True)],
+                               dtype=torch.long),
             returns=torch.tensor([ex.ret for ex in examples], dtype=torch.float32),
             weights=torch.ones(b) if weights is None else torch.as_tensor(weights, dtype=torch.float32),
             anchors=torch.tensor([x for x, _ in pairs], dtype=torch.long),
@@ -197,9 +208,12 @@ class Learner:
         else:
             baseline = value
         terms = {
-            "distill": distillation_loss(logits, batch.visit_probs, w),
+            # Cloning a library step always counts fully; distill_coef weighs the search's own targets.
+            "distill": distillation_loss(logits, batch.visit_probs, w,
+                                         scale=torch.where(searched, s.distill_coef, 1.0)),
             "value": value_loss(value, batch.returns, w),
             "pg": policy_gradient_loss(logits, advantages(batch.q_values, baseline), batch.q_mask, w),
+            "self_imitation": self_imitation_loss(logits, batch.taken, batch.returns, value, searched, w),
             "entropy": entropy(logits, w),
             "contrastive": contrastive_skill_loss(
                 self.net.skills.weight,
@@ -211,6 +225,7 @@ class Learner:
         }
         terms["loss"] = (
             terms["distill"]
+            + s.self_imitation_coef * terms["self_imitation"]
             + s.value_coef * terms["value"]
             + s.pg_coef * terms["pg"]
             - s.entropy_coef * terms["entropy"]
