@@ -135,18 +135,22 @@ def test_an_agent_reads_the_memory_and_leaves_it_alone() -> None:
 
 
 class OutOfTime(HostSandbox):
-    """A sandbox whose search time runs out after its first Simulate (the root's): it answers no probe more."""
+    """A sandbox whose search time is up but for the `answered` Simulate calls (1: the first)."""
 
-    calls = 0
+    def __init__(self, answered: int) -> None:
+        super().__init__()
+        self.answered, self.calls = answered, 0
 
     def Simulate(self, request: sandbox_pb2.SimulateRequest, timeout: float | None = None) -> sandbox_pb2.SimulateReply:
         self.calls += 1
-        return super().Simulate(request, timeout) if self.calls == 1 else sandbox_pb2.SimulateReply(partial=True)
+        answer = self.calls == self.answered
+        return super().Simulate(request, timeout) if answer else sandbox_pb2.SimulateReply(partial=True)
 
 
-@pytest.mark.parametrize("agent", ["policy+mcts", "mcts"])
-def test_a_search_out_of_time_acts_on_the_prior_and_the_episode_goes_on(agent: str) -> None:
-    agents = AgentTools(OutOfTime(), SearchConfig(), Scorer(RewardSettings()))
+@pytest.mark.parametrize(("agent", "answered"), [("policy+mcts", 1), ("mcts", 1), ("policy+mcts", 2)])
+def test_a_search_out_of_time_acts_on_the_prior_and_the_episode_goes_on(agent: str, answered: int) -> None:
+    """Time for the root only (1), or for nothing (2: the root is read again without a deadline)."""
+    agents = AgentTools(OutOfTime(answered), SearchConfig(), Scorer(RewardSettings()))
     session = agents.sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=0, fold="test",
                                                                             episode_id="e"))
     memory = EpisodeMemory(seed=1)

@@ -191,7 +191,12 @@ class SearchAgent:
         config = resolve_config(self.request, self.tools.settings, step.seed)
         env = self.tools.model(step, config, self.policy)
         with tracer().start_as_current_span("planner.search") as span:
-            if env.root().num_actions == 0:
+            try:
+                root, late = env.root(), False
+            except SearchOutOfTime:  # the budget went before the root was read: read it, then act on the prior
+                env = self.tools.model(step, config.model_copy(update={"time_budget_s": 0.0}), self.policy)
+                root, late = env.root(), True
+            if root.num_actions == 0:
                 raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
             env.advice += self.tools.advice(self.env_spec, env, config, step.memory)
             if self.policy is not None and config.policy_revisit_penalty:
@@ -202,7 +207,7 @@ class SearchAgent:
                     span.set_attribute("evoskill.simulations", 0)
                     return sure
             try:
-                result = env.run()
+                result = None if late else env.run()
             except SearchOutOfTime:  # not even the root's evaluation: act on the prior
                 result = None
             span.set_attribute("evoskill.simulations", result.stats.simulations if result else 0)
