@@ -81,6 +81,9 @@ def test_the_host_answers_the_probes_its_budget_allows_in_order(coin: EnvHost) -
     assert coin.simulate(probes, 0.97, budget_s=0.0) == ([], 0)
     results, steps = coin.simulate(probes, 0.97, budget_s=60.0)
     assert [r.transition.action.text for r in results] == [p.actions[0] for p in probes] and steps > 0
+    assert 0 < coin.probe_s < 60
+    coin.probe_s = 100.0  # recent probes took longer than this call's budget: its first one is not started
+    assert coin.simulate(probes, 0.97, budget_s=60.0) == ([], 0)
 
 
 class Slow:

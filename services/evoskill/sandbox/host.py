@@ -28,6 +28,7 @@ from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
 
 FailureKind = common_pb2.FailureKind
+PROBE_S_DECAY = 0.7  # weight of the past in `probe_s`
 def _path_seed(seed: int, path: tuple[str, ...]) -> int:
     """Deterministic across processes (Python's str hash is salted per process)."""
     digest = hashlib.blake2b("\x1f".join((str(seed), *path)).encode(), digest_size=8).digest()
@@ -72,6 +73,7 @@ class EnvHost:
     _at: tuple[str, ...] | None = None  # path (from the root) the env stands on during search
     _cache: OrderedDict[tuple[str, ...], sandbox_pb2.ProbeResult] = field(default_factory=OrderedDict)
     _rng: random.Random = field(default_factory=random.Random)
+    probe_s: float = 0.0  # a probe's recent time (moving average): what the next call's first one is expected to take
 
     @classmethod
     def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
@@ -161,16 +163,18 @@ class EnvHost:
     def simulate(self, probes: list[sandbox_pb2.Probe], gamma: float,
                  budget_s: float | None = None) -> tuple[list[sandbox_pb2.ProbeResult], int]:
         """The probes' results in order, the env steps they cost. Anytime with `budget_s`: a probe is started
-        only while the longest one so far still fits in what is left, so fewer results may come back."""
+        only while one is expected to fit in what is left (the longest of this call, and the recent probes'
+        average across calls), so fewer results may come back."""
         results, steps, started, longest = [], 0, time.monotonic(), 0.0
         for probe in probes:
             began = time.monotonic()
-            if budget_s is not None and began + longest > started + budget_s:
+            if budget_s is not None and began + max(longest, self.probe_s) > started + budget_s:
                 break
             result, cost = self._probe(tuple(probe.actions), probe.rollout_depth, probe.rollout_seed, gamma)
             results.append(result)
             steps += cost
-            longest = max(longest, time.monotonic() - began)
+            took = time.monotonic() - began
+            longest, self.probe_s = max(longest, took), PROBE_S_DECAY * self.probe_s + (1 - PROBE_S_DECAY) * took
         return results, steps
 
     def _probe(self, path: tuple[str, ...], depth: int, seed: int, gamma: float) -> tuple[sandbox_pb2.ProbeResult, int]:

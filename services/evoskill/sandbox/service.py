@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = "evoskill.sandbox.v1.SandboxService"
 FOLDS = ("train", "dev", "test")
 REPLY_SHARE, REPLY_S = 0.25, 0.25  # of a Simulate's remaining time, kept for its reply (simulate_budget)
+# Step timeouts a call that replays a replay-only environment's episode (a probe, a real step after a search)
+# may take before its worker is thought hung: on 2 loaded cores a ScienceWorld probe took 6-15 s.
+REPLAY_STEPS = 3
 
 
 @dataclass
@@ -248,7 +251,7 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             span.set_attribute("evoskill.action", request.action)
             # After a search, the environment first goes back to the session's state: without a state copy, a
             # replay of the episode, which may take as long as a step.
-            timeout_s = self.settings.step_timeout_s * (2 if session.searched else 1)
+            timeout_s = self.settings.step_timeout_s * (REPLAY_STEPS if session.searched else 1)
             played = await self._call(session, "step", request.action, timeout_s=timeout_s)
             transition = common_pb2.Transition.FromString(played)  # type: ignore[arg-type]
             session.searched = False
@@ -264,9 +267,10 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             raise InvalidInput(f"gamma {request.gamma} is outside (0, 1]")
         probes = [p.SerializeToString() for p in request.probes]
         budget_s = simulate_budget(context.time_remaining())
-        # The worker's watchdog: a probe may start just inside the budget; without a deadline, a step's time each.
-        timeout_s = (budget_s + self.settings.step_timeout_s if budget_s is not None
-                     else self.settings.step_timeout_s * max(len(probes), 1))
+        # The worker's watchdog, for a hung environment: a probe (a replay and a rollout) may start just inside
+        # the budget; without a deadline, that much per probe. Killing a slow one would lose the episode.
+        probe_s = self.settings.step_timeout_s * REPLAY_STEPS
+        timeout_s = budget_s + probe_s if budget_s is not None else probe_s * max(len(probes), 1)
         reply: tuple[list[bytes], int] = await self._call(  # type: ignore[assignment]
             session, "simulate", probes, request.gamma or 1.0, budget_s, timeout_s=timeout_s
         )
