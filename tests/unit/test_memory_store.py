@@ -128,6 +128,18 @@ def test_a_pending_write_never_replaces_a_known_outcome(store: ExperienceStore) 
         ("move east", LOST, 0.0), ("move west", PENDING, 3.0)}
 
 
+def test_a_completed_episode_replaces_what_a_cut_short_attempt_left_pending(store: ExperienceStore) -> None:
+    """An attempt crashed after 3 scored steps; its retry, under the same episode id, completed in 2: the
+    third step of the first attempt goes, and a late redelivery of it is not stored again."""
+    store.store([kitchen(f"move {i}", "ep", step_index=i) for i in range(3)])
+    store.store([kitchen("move 0", "other", step_index=0)])
+    assert store.store_episode("ep", [kitchen(f"go {i}", "ep", step_index=i, outcome=WON) for i in range(2)]) == 2
+    store.store([kitchen("move 2", "ep", step_index=2), kitchen("move 1", "ep", step_index=1)])
+    stored = {(r.experience.episode_id, r.experience.step_index, r.experience.action, r.experience.outcome)
+              for r in store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=10, recall=10))}
+    assert stored == {("ep", 0, "go 0", WON), ("ep", 1, "go 1", WON), ("other", 0, "move 0", PENDING)}
+
+
 def test_payload_indexes_are_made_on_a_server_and_skipped_in_local_mode(tmp_path: Path) -> None:
     settings = Settings(state_dir=tmp_path, memory=MemorySettings(featurizer="hash"))  # type: ignore[arg-type]
     created: list[str] = []

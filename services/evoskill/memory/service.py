@@ -4,7 +4,9 @@ folder); every Qdrant call and embedding runs in a worker thread, off the event 
 
 Each step arrives twice: from `reward.scored` as soon as it is scored (its episode's outcome pending), and
 from `episode.completed`, which rewrites the episode's steps with the outcome, the episode's score, the
-policy version and each step's cost. The subjects are not ordered; the store keeps the complete version.
+policy version and each step's cost. The subjects are not ordered; the store keeps the complete version, and
+the completed episode replaces what an earlier attempt of it (cut short by a crash, retried under the same id)
+left pending.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
     async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-        await asyncio.to_thread(store.store, experiences_from_episode(event))
+        await asyncio.to_thread(store.store_episode, event.episode_id, experiences_from_episode(event))
 
     async def close() -> None:
         await asyncio.to_thread(store.close)

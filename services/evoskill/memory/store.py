@@ -47,6 +47,12 @@ def vector_name(featurizer: CachedFeaturizer) -> str:
 # A write whose outcome is pending never replaces one whose outcome is known: a step scored after its
 # episode completed (the subjects are not ordered), or redelivered, keeps the complete version.
 KNOWN_OUTCOME_KEPT = models.Filter(must_not=[matches_any("outcome", ["won", "lost"])])
+KNOWN = ("won", "lost")
+
+
+def pending_of(episode_id: str) -> models.Filter:
+    return models.Filter(must=[models.FieldCondition(key="episode_id", match=models.MatchValue(value=episode_id)),
+                               matches_any("outcome", ["pending"])])
 
 
 class ExperienceStore:
@@ -100,26 +106,49 @@ class ExperienceStore:
         vectors[np.linalg.norm(vectors, axis=1) == 0, 0] = 1.0
         return vectors
 
-    def store(self, experiences: Sequence[memory_pb2.Experience]) -> int:
-        """Upsert by key; those with a pending outcome only where no known outcome is stored (see above)."""
-        if not experiences:
-            return 0
+    def _points(self, experiences: Sequence[memory_pb2.Experience]) -> list[models.PointStruct]:
         vectors = self._embed([query_text(e.goal, e.state) for e in experiences])
         now_ms = int(time.time() * 1000)
-        pending: list[models.PointStruct] = []
-        known: list[models.PointStruct] = []
+        points = []
         for experience, vector in zip(experiences, vectors, strict=True):
             payload = to_payload(experience)
             payload["time_unix_ms"] = payload["time_unix_ms"] or now_ms
-            point = models.PointStruct(id=point_id(payload["id"]), vector={self.vector: vector.tolist()},
-                                       payload=payload)
-            (pending if payload["outcome"] == "pending" else known).append(point)
+            points.append(models.PointStruct(id=point_id(payload["id"]), vector={self.vector: vector.tolist()},
+                                             payload=payload))
+        return points
+
+    def _completed(self, episode_ids: set[str]) -> set[str]:
+        """Those of `episode_ids` stored complete (`store_episode`): their first step has a known outcome."""
+        firsts = self.client.retrieve(self.collection, [point_id(f"{e}/0") for e in episode_ids],
+                                      with_payload=["episode_id", "outcome"], with_vectors=False)
+        return {str(p.payload["episode_id"]) for p in firsts if p.payload and p.payload.get("outcome") in KNOWN}
+
+    def store(self, experiences: Sequence[memory_pb2.Experience]) -> int:
+        """Upsert by key; those with a pending outcome only where no known outcome is stored (see above), and
+        not at all for an episode stored complete (a late step of an attempt its retry replaced)."""
+        if not experiences:
+            return 0
+        points = self._points(experiences)
+        known = [p for p in points if (p.payload or {})["outcome"] in KNOWN]
+        pending = [p for p in points if (p.payload or {})["outcome"] not in KNOWN]
         with self._lock:
             if known:
                 self.client.upsert(self.collection, points=known)
+            keyed = {str(p.payload["episode_id"]) for p in pending if p.payload and p.payload["episode_id"]}
+            if keyed and (done := self._completed(keyed)):
+                pending = [p for p in pending if (p.payload or {})["episode_id"] not in done]
             if pending:
                 self.client.upsert(self.collection, points=pending, update_filter=KNOWN_OUTCOME_KEPT)
         return len(experiences)
+
+    def store_episode(self, episode_id: str, experiences: Sequence[memory_pb2.Experience]) -> int:
+        """An episode complete, every step with its outcome: it replaces whatever of the episode is stored, so
+        the pending steps of an attempt that a crash cut short and a retry did not reach are removed."""
+        points = self._points(experiences)
+        with self._lock:
+            self.client.upsert(self.collection, points=points)
+            self.client.delete(self.collection, points_selector=models.FilterSelector(filter=pending_of(episode_id)))
+        return len(points)
 
     def retrieve(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
         """One query: recall `candidates` by vector under the filters, re-score by the formula; then MMR

@@ -12,7 +12,10 @@ cut to a prefix with its size and sha256 (`DeadLetter.payload_truncated`), so no
 unresolved. The server stops redelivering one delivery after `nats.max_deliver` (a consumer that died
 on every try, or never answered, gets that last one dead-lettered unhandled), so nothing loops forever.
 Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
-Every publish is refused over `nats.max_message_bytes` (ResourceExhausted).
+Every publish is refused over `nats.max_message_bytes` (ResourceExhausted), and carries an idempotency key
+(`Nats-Msg-Id`: the subject and a digest of the event's bytes): JetStream stores a second publish of the same
+event within the stream's duplicate window once (a consumer that published, then died before its ack, publishes
+again on the redelivery). Consumers are idempotent besides: the memory by experience key, the learner by episode id.
 Trace context rides in the NATS headers (FastStream's NatsTelemetryMiddleware), so a consumer's span
 continues the publisher's trace. A message over the server's max_payload travels through the object store
 (`evoskill.platform.payloads`).
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 HEADER_CHARS = 512  # of each header name and value a dead letter keeps
 HEADERS_KEPT = 64  # headers a dead letter keeps
+MSG_ID = "Nats-Msg-Id"  # JetStream's deduplication header
 
 
 @dataclass(frozen=True)
@@ -201,10 +205,11 @@ class Bus:
         """Publish an event to `<prefix>.<name>` on the stream and wait for the stream's ack; ResourceExhausted
         over `nats.max_message_bytes`."""
         self._check_route(name, "publish")
-        data = message.SerializeToString()
+        data = message.SerializeToString(deterministic=True)  # the same event, the same bytes, the same key
         if len(data) > self.settings.nats.max_message_bytes:
             raise ResourceExhausted(f"a {type(message).__name__} of {len(data)} bytes for {self.subject(name)} is "
                                     f"over nats.max_message_bytes ({self.settings.nats.max_message_bytes})")
+        headers = {MSG_ID: f"{name}:{hashlib.sha256(data).hexdigest()}", **(headers or {})}
         body, headers = await self.payloads.outgoing(self.subject(name), data, headers)
         await self._publish_inline(name, body, headers)
 

@@ -56,10 +56,13 @@ with workflow.unsafe.imports_passed_through():
         validate,
     )
 
+# Retries outlast a crashed service's restart (a planner compiles its kernels, a learner loads torch: half a
+# minute on a loaded machine; `stack.running.WAIT_FOR_RESTART_S`): ~2.5 min of backoff for an episode, ~3 for
+# Train. What a retry cannot fix (INVALID_ARGUMENT, NOT_FOUND) fails at once (activities.NON_RETRYABLE).
 EPISODE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(seconds=30), maximum_attempts=5)
+                            maximum_interval=timedelta(seconds=30), maximum_attempts=10)
 TRAIN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=60), maximum_attempts=4)
+                          maximum_interval=timedelta(seconds=60), maximum_attempts=8)
 
 
 @workflow.defn
