@@ -312,7 +312,10 @@ class Bus:
         room = self.payloads.limit - (letter.ByteSize() - len(body))  # what the payload may take of the letter
         if len(body) > room:
             letter.payload, letter.payload_truncated = body[:max(0, room - 16)], True
+        # One letter per message and consumer: if the reject below is lost (a timeout on a loaded server) and
+        # the message comes again, JetStream drops the second letter as a duplicate of the first.
+        sequence = msg.raw_message.metadata.sequence.stream
         await self._publish_inline(f"{Subjects.DLQ}.{name}", letter.SerializeToString(),
-                                   {"evoskill-error": error[:HEADER_CHARS]})
+                                   {"evoskill-error": error[:HEADER_CHARS], MSG_ID: f"dead:{consumer}:{sequence}"})
         # Terminate: the server must not redeliver what now lives in the dead-letter subject.
         await msg.reject()
