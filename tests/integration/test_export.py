@@ -69,8 +69,8 @@ def test_a_tool_tasks_rows_carry_its_tools_schemas(tmp_path: Path) -> None:
     tools = rows[0]["tools"]
     assert tools[0] == {"type": "function", "function": {  # the host's schema (pydantic's, from the signature)
         "name": "add", "description": "Adds two integers.",
-        "parameters": {"type": "object", "required": ["a", "b"], "properties": {"a": {"title": "A", "type": "integer"},
-                                                                                "b": {"title": "B", "type": "integer"}}}}}
+        "parameters": {"type": "object", "required": ["a", "b"],
+                       "properties": {"a": {"title": "A", "type": "integer"}, "b": {"title": "B", "type": "integer"}}}}}
     assert [t["function"]["name"] for t in tools] == ["add", "final_answer", "combine_results", "ask_clarification"]
     assert "- add(a: integer, b: integer)" in rows[0]["messages"][1]["content"]  # the goal lists them too
     assert all(r["tools"] == tools for r in rows)
