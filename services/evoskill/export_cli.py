@@ -93,6 +93,8 @@ def export(
                                                                       "without the online buffer")] = False,
     tools: Annotated[bool, typer.Option(help="a tools column for tool tasks (starts their tools to list them)")]
     = True,
+    tool_calls: Annotated[bool, typer.Option("--tool-calls", help="tool tasks' answers as tool_calls messages, "
+                                                                  "not the action text")] = False,
 ) -> None:
     """Write search results as JSONL for TRL's SFT or DPO trainer (one row per step; docs/export.md)."""
     from evoskill.cli import _fail, _run_client, err
@@ -104,10 +106,12 @@ def export(
         _fail(f"--format {format_!r} is not one of {', '.join(FORMATS)}", 2)
     if fold not in (*FOLDS, ANY_FOLD):
         _fail(f"--fold {fold!r} is not one of {', '.join((*FOLDS, ANY_FOLD))}", 2)
+    if tool_calls and not tools:
+        _fail("--tool-calls needs the tools column: drop --no-tools", 2)
     try:
         options = ExportOptions(format=format_, won_only=won_only, fold=None if fold == ANY_FOLD else fold, env=env,
                                 q_margin=Q_MARGIN if q_margin is None else q_margin,
-                                pairs_per_state=pairs_per_state, limit=limit)
+                                pairs_per_state=pairs_per_state, limit=limit, tool_calls=tool_calls)
     except ValueError as exc:
         _fail(str(exc), 2)
     tally = ExportTally()

@@ -74,3 +74,10 @@ def test_a_tool_tasks_rows_carry_its_tools_schemas(tmp_path: Path) -> None:
     assert [t["function"]["name"] for t in tools] == ["add", "final_answer", "combine_results", "ask_clarification"]
     assert "- add(a: integer, b: integer)" in rows[0]["messages"][1]["content"]  # the goal lists them too
     assert all(r["tools"] == tools for r in rows)
+    result = CliRunner().invoke(app, ["export", "--format", "sft", "--from", str(library), "--json", str(out),
+                                      "--tool-calls"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [trl_type(r) for r in rows] == ["language modeling"] * 2
+    assert [r["messages"][-1]["tool_calls"][0]["function"] for r in rows] == [
+        {"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "final_answer", "arguments": {"answer": 5}}]

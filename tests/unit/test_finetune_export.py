@@ -22,6 +22,7 @@ from evoskill.library.finetune import (
     SYSTEM_PROMPT,
     ExportOptions,
     ExportTally,
+    assistant,
     export_rows,
     preference_pairs,
     tool_schemas,
@@ -58,8 +59,13 @@ def trl_type(row: dict[str, Any]) -> str:
         if column in row:
             messages = row[column]
             assert isinstance(messages, list) and messages, column
-            assert all(set(m) == {"role", "content"} and m["role"] in ROLES and isinstance(m["content"], str)
-                       for m in messages), messages
+            assert all(set(m) - {"tool_calls"} == {"role", "content"} and m["role"] in ROLES
+                       and isinstance(m["content"], str) for m in messages), messages
+            for message in messages:  # a tool call in the documented form
+                for call in message.get("tool_calls", ()):
+                    assert message["role"] == "assistant" and call["type"] == "function"
+                    assert set(call["function"]) == {"name", "arguments"}
+                    assert isinstance(call["function"]["arguments"], dict)
     if "messages" in row:
         assert row["messages"][-1]["role"] == "assistant" and "prompt" not in row
         return "language modeling"
@@ -140,6 +146,24 @@ def test_tool_schemas_are_functions_with_the_meta_actions_after_them() -> None:
     assert all(s["type"] == "function" and s["function"]["parameters"]["type"] == "object" for s in schemas)
     rows = list(export_rows([episode()], ExportOptions(format=SFT), tools_of=lambda _: schemas))
     assert all(r["tools"] == schemas for r in rows)
+
+
+def test_tool_calls_answer_with_the_call_bound_to_the_schema() -> None:
+    schemas = tool_schemas([ToolInfo("add", "Adds.", {"type": "object", "properties": {"a": {"type": "integer"},
+                                     "b": {"type": "integer"}}}, source="python:t")])
+
+    def called(action: str) -> Any:
+        (message,) = assistant(action, schemas)
+        return message.get("tool_calls", message["content"])
+    add = [{"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}}}]
+    assert called("add(a=2, b=3)") == called("add(2, b=3)") == add  # positional values take the schema's order
+    assert called("final_answer(answer=[5, 'x'])")[0]["function"] == {"name": "final_answer",
+                                                                      "arguments": {"answer": [5, "x"]}}
+    assert called("combine_results()")[0]["function"]["arguments"] == {}
+    assert called("move east") == "move east" and called("subtract(a=1)") == "subtract(a=1)"  # no call of a tool
+    assert assistant("add(a=2, b=3)") == [{"role": "assistant", "content": "add(a=2, b=3)"}]  # the default
+    rows = list(export_rows([episode()], ExportOptions(format=SFT, tool_calls=True), tools_of=lambda _: schemas))
+    assert [trl_type(r) for r in rows] == ["language modeling"] * 2  # coin's actions are no calls: text stays
 
 
 def test_export_from_a_library_file_of_gold_paths(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ the candidate actions with their "(been there)" marks.
   ``q_margin`` below the chosen one's, the most visited of those first (its Q is the best estimated).
 
 Rows of tool environments carry a ``tools`` column: the tools' JSON schemas in the function form chat
-templates and TRL read, the meta actions included. Every row also names where it came from
+templates and TRL read, the meta actions included; with ``tool_calls`` their answers are ``tool_calls``
+messages (``{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name",
+"arguments"}}]}``) instead of the action text. Every row also names where it came from
 (``episode_id``, ``step_index``, ``env``); preference rows the two actions' Q and visit shares. Trainers
 ignore the extra columns.
 """
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from evoskill.core.learn.data import Example, episode_examples
-from evoskill.envs.tools.calls import ASK, COMBINE, FINAL, ToolInfo
+from evoskill.envs.tools.calls import ASK, COMBINE, FINAL, CallError, ToolInfo, bind, parse
 from evoskill.envs.tools.env import META_HELP
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
@@ -58,6 +60,7 @@ class ExportOptions:
     q_margin: float = Q_MARGIN
     pairs_per_state: int = 1
     limit: int | None = None  # rows at most
+    tool_calls: bool = False  # a tool task's answers as tool_calls messages rather than the action text
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -98,8 +101,25 @@ def prompt_messages(example: Example, listed: bool = True) -> list[Message]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def assistant(action: str) -> list[Message]:
-    return [{"role": "assistant", "content": action}]
+def tool_call(action: str, tools: list[dict[str, Any]]) -> Message | None:
+    """`action` as an assistant tool call (the form of TRL's tool-calling rows and OpenAI's API), its arguments
+    bound to the schema's parameters; None when it is no call of one of `tools`."""
+    try:
+        name, positional, keywords = parse(action)
+        function = next((t["function"] for t in tools if t["function"]["name"] == name), None)
+        if function is None:
+            return None
+        arguments = bind(list(function["parameters"].get("properties", {})), positional, keywords, name)
+    except CallError:
+        return None
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def assistant(action: str, tools: list[dict[str, Any]] | None = None) -> list[Message]:
+    """The answer: the action's text, or its tool call where `tools` are given and it is one."""
+    call = tool_call(action, tools) if tools else None
+    return [call or {"role": "assistant", "content": action}]
 
 
 def preference_pairs(example: Example, q_margin: float = Q_MARGIN, per_state: int = 1) -> list[tuple[int, int]]:
@@ -124,6 +144,7 @@ def episode_rows(episode: EpisodeCompleted, options: ExportOptions, tools: list[
     tally = tally if tally is not None else ExportTally()
     steps = {s.index: s for s in episode.steps}
     extra: Row = {"tools": tools} if tools else {}
+    calls = tools if options.tool_calls else None
     for example in episode_examples(episode):
         step = steps[example.step_index]
         listed = len(step.target.actions) > 0  # else the action taken stands alone: listing it gives it away
@@ -131,12 +152,12 @@ def episode_rows(episode: EpisodeCompleted, options: ExportOptions, tools: list[
         tally.searched_steps += searched
         if options.format == SFT:
             if step.action.text:
-                yield {"messages": [*prompt_messages(example, listed), *assistant(step.action.text)],
+                yield {"messages": [*prompt_messages(example, listed), *assistant(step.action.text, calls)],
                        **extra, **_source(episode, example)}
             continue
         for chosen, rejected in preference_pairs(example, options.q_margin, options.pairs_per_state):
-            yield {"prompt": prompt_messages(example, listed), "chosen": assistant(example.actions[chosen]),
-                   "rejected": assistant(example.actions[rejected]), **extra, **_source(episode, example),
+            yield {"prompt": prompt_messages(example, listed), "chosen": assistant(example.actions[chosen], calls),
+                   "rejected": assistant(example.actions[rejected], calls), **extra, **_source(episode, example),
                    "chosen_q": float(example.q_values[chosen]), "rejected_q": float(example.q_values[rejected]),
                    "chosen_visit_share": float(example.visit_probs[chosen]),
                    "rejected_visit_share": float(example.visit_probs[rejected])}
