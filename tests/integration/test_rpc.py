@@ -122,6 +122,7 @@ def test_only_safe_methods_are_retried() -> None:
     assert timeouts[(None, None)] == "3.000s"
     assert timeouts[("evoskill.reward.v1.RewardService", "Score")] == "3.000s"
     assert timeouts[("evoskill.planner.v1.PlannerService", "PlayEpisode")] == "3600.000s"
+    assert timeouts[("evoskill.sandbox.v1.SandboxService", "Step")] == "300.000s"  # may replay the episode first
 
 
 def test_only_new_work_waits_for_a_restarting_server() -> None:

@@ -120,6 +120,24 @@ async def test_a_killed_worker_fails_its_call_and_the_next_episode_succeeds(sand
     assert step.transition.after.won
 
 
+async def test_a_simulate_whose_deadline_comes_first_answers_the_probes_it_had_time_for(sandbox) -> None:  # type: ignore[no-untyped-def]
+    _, _, stub = sandbox
+    reply = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=3,
+                                                                      step_quota=10_000_000), timeout=120)
+    sid, actions = reply.session_id, list(reply.observation.valid_actions)
+    # Far more than 4 s of probes: each walks 50 random steps (or until the game ends) after its action.
+    probes = [sandbox_pb2.Probe(actions=[actions[i % len(actions)]], rollout_depth=50, rollout_seed=i)
+              for i in range(4096)]
+    sim = await stub.Simulate(sandbox_pb2.SimulateRequest(session_id=sid, probes=probes), timeout=4.0)
+    assert sim.partial and 0 < len(sim.results) < len(probes) and sim.env_steps > 0
+    assert [r.transition.action.text for r in sim.results] == [p.actions[0] for p in probes[:len(sim.results)]]
+    # The worker was not killed: the session plays on from its own state.
+    step = await stub.Step(sandbox_pb2.StepRequest(session_id=sid, action=actions[0]))
+    assert step.transition.before.text == reply.observation.text
+    whole = await stub.Simulate(sandbox_pb2.SimulateRequest(session_id=sid, probes=[sandbox_pb2.Probe()]))
+    assert not whole.partial and len(whole.results) == 1
+
+
 async def test_step_quota_is_enforced(sandbox) -> None:  # type: ignore[no-untyped-def]
     _, _, stub = sandbox
     reply = await stub.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, step_quota=3),

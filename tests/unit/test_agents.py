@@ -132,3 +132,34 @@ def test_an_agent_reads_the_memory_and_leaves_it_alone() -> None:
         decision = agent.act(step)
         assert isinstance(decision, Decision) and decision.action in session.observation.valid_actions
         assert decision.state_key and memory == remembered()  # the runner records the step, once
+
+
+class OutOfTime(HostSandbox):
+    """A sandbox whose search time is up but for the `answered` Simulate calls (1: the first)."""
+
+    def __init__(self, answered: int) -> None:
+        super().__init__()
+        self.answered, self.calls = answered, 0
+
+    def Simulate(self, request: sandbox_pb2.SimulateRequest, timeout: float | None = None) -> sandbox_pb2.SimulateReply:
+        self.calls += 1
+        answer = self.calls == self.answered
+        return super().Simulate(request, timeout) if answer else sandbox_pb2.SimulateReply(partial=True)
+
+
+@pytest.mark.parametrize(("agent", "answered"), [("policy+mcts", 1), ("mcts", 1), ("policy+mcts", 2)])
+def test_a_search_out_of_time_acts_on_the_prior_and_the_episode_goes_on(agent: str, answered: int) -> None:
+    """Time for the root only (1), or for nothing (2: the root is read again without a deadline)."""
+    agents = AgentTools(OutOfTime(answered), SearchConfig(), Scorer(RewardSettings()))
+    session = agents.sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=0, fold="test",
+                                                                            episode_id="e"))
+    memory = EpisodeMemory(seed=1)
+    policy = east_and_west if agent == "policy+mcts" else None
+    config = planner_pb2.SearchConfig(agent=agent, num_simulations=8)
+    decision = SearchAgent(agents, config, "twx:coin", policy).act(Step(session.session_id, session.observation, 0,
+                                                                        1, memory))
+    valid = list(session.observation.valid_actions)
+    logits = east_and_west([("", "", valid, [])])[0][0] if policy else np.zeros(len(valid))
+    assert decision.action == valid[int(np.argmax(logits))]  # θ's favourite; the first candidate where none advises
+    assert decision.search is not None and decision.search.stats.timed_out
+    assert decision.search.stats.simulations == 0 and not any(s.visits for s in decision.search.root)

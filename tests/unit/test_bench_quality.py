@@ -21,7 +21,8 @@ def test_the_issue_suites_are_there_with_their_protocols() -> None:
     assert find.budget.max_steps == 30 and find.env == "sciworld:find-animal?easy=1"
     # thousands of candidates a step: no children stepped for marks; a --set of the same setting wins
     assert setting_overrides([*find.settings, "search.prefetch_children=4"]) == {
-        "EVOSKILL_SEARCH__PREFETCH_CHILDREN": "4"} and setting_overrides(list(find.settings))
+        "EVOSKILL_SEARCH__PREFETCH_CHILDREN": "4", "EVOSKILL_SEARCH__TIME_BUDGET_S": "5"}
+    assert setting_overrides(list(find.settings))
     for suite in SUITES.values():
         assert suite.quick.wall_time_s < suite.budget.wall_time_s
         if not suite.env.startswith("sciworld:") or scienceworld_available():
@@ -93,3 +94,14 @@ def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  #
     console = Console(record=True, width=200)
     show_quality(console, result)
     assert "θ alone (policy)" in console.export_text()
+
+
+def test_a_scienceworld_summary_gives_the_score_on_its_own_scale() -> None:
+    suite = SUITES["scienceworld-find-animal"]
+    rows = [AgentRow("θ alone", 0, [0.25], [0.42], [300.0])]
+    demos = {"episodes": 5, "won": 5, "steps": 46, "seconds": 9.0, "episodes_per_s": 0.5}
+    result = quality_summary(suite, False, rows, demos, [{"seed": 0}], {"total_s": 200.0}, {})
+    assert result["agents"][0]["score_scienceworld_mean"] == pytest.approx(42.0)
+    console = Console(record=True, width=200)
+    show_quality(console, result)
+    assert "θ alone 42.0 ± 0.0" in console.export_text()

@@ -112,6 +112,23 @@ def test_snapshot_restore_by_replay_and_task_switch(env: ScienceWorldAdapter) ->
     env.load(TASK)
 
 
+def test_a_replay_resets_without_loading_again_and_reaches_the_same_state(env: ScienceWorldAdapter) -> None:
+    env.reset(seed=1, fold="train")
+    gold = env.gold_path() or []
+    env.step(gold[0])
+    snap = env.snapshot()
+    played, _ = env.step(gold[1])
+    loads: list[tuple[object, ...]] = []
+    load = env._env.load
+    env._env.load = lambda *args, **kwargs: (loads.append(args), load(*args, **kwargs))
+    try:
+        env.restore(snap)
+        replayed, _ = env.step(gold[1])
+    finally:
+        env._env.load = load
+    assert not loads and replayed == played
+
+
 @pytest.mark.slow
 def test_boil_gold_path_reaches_full_score() -> None:
     with make_env("sciworld:boil") as e:

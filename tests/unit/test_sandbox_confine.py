@@ -3,7 +3,9 @@ CPU time and files, no core dumps and no service secrets; what the host does not
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evoskill.sandbox.confine import Policy, is_secret
-from evoskill.sandbox.worker import Worker, WorkerError
+from evoskill.sandbox.worker import Worker, WorkerError, _tree
 
 
 def _limits(pid: int) -> dict[str, str]:
@@ -42,6 +44,29 @@ def test_a_worker_gives_up_privileges_in_a_folder_of_its_own() -> None:
     finally:
         worker.close()
     assert not os.path.exists(worker.folder)
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
+def test_a_workers_jvm_heap_is_capped_under_its_memory_cap(tmp_path: Path) -> None:
+    # A JVM's default heap (a quarter of the machine's memory) outgrew the 2 GiB memory watch (envs/jvm.py).
+    worker = Worker(memory_mb=900, policy=Policy(run_as=""))
+    try:
+        asyncio.run(worker.call(120, "open", "twx:coin", 0, "test", "e", (0.0, 0.0), False, False, str(tmp_path)))
+        group = [int(p) for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), worker.pid)]
+        options = [Path(f"/proc/{p}/environ").read_bytes().split(b"\0") for p in group
+                   if b"java" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]]
+        assert options and all(b"JAVA_TOOL_OPTIONS=-Xmx300m -XX:+UseSerialGC" in env for env in options)
+        assert _tree(worker.pid)[0] < 900
+    finally:
+        worker.close()
+
+
+def _in_group(pid: int, group: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat[stat.rindex(")") + 2:].split()[2]) == group
 
 
 def test_what_a_confined_process_starts_sees_no_secrets(tmp_path: Path) -> None:

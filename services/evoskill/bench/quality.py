@@ -158,6 +158,9 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
                              ("env_steps_per_step", per_step), ("planner_share", row.planner_share)):
             mean, sd = row.mean_sd(values) if values else (0.0, 0.0)
             entry.update({name: values, f"{name}_mean": mean, f"{name}_sd": sd})
+        if suite.env.startswith("sciworld:"):  # its own scale, the anchors': the normalised score × 100
+            entry.update(score_scienceworld_mean=100 * entry["score_mean"],
+                         score_scienceworld_sd=100 * entry["score_sd"])
         agents.append(entry)
     by_name = {a["agent"].split(" (")[0]: a for a in agents}
     comparisons = {}
@@ -194,6 +197,11 @@ def show_quality(console: Console, result: dict[str, Any]) -> None:
     console.print(f"wall time: {wall.get('total_s', 0.0) / 60:.1f} min (library {wall.get('library_s', 0.0):.0f}s)"
                   f"{'' if result['within_budget'] else ' — over the budget'}; baselines are played once "
                   "(they do not depend on θ)")
+    own = [f"{a['agent']} {a['score_scienceworld_mean']:.1f} ± {a['score_scienceworld_sd']:.1f}"
+           for a in result["agents"] if "score_scienceworld_mean" in a]
+    if own:
+        console.print("score on ScienceWorld's scale (0-100; the adapter reads a failure's -100 as 0): "
+                      + ", ".join(own))
     c = result["comparisons"]
     said = [f"{label}: {c[name + '_success']:+.0%} success, {c[name + '_score']:+.3f} score"
             for label, name in (("θ+MCTS − uniform MCTS", "theta_search_minus_uniform"),

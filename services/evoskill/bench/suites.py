@@ -78,7 +78,9 @@ SCIENCEWORLD_TASKS = ("boil", "measure-melting-point-known-substance",
                       "mendelian-genetics-known-plant")
 # ScienceWorld lists hundreds to thousands of valid actions a step, and each child stepped replays the episode
 # from its start: θ alone and the demonstrations step none (no "been there" marks), search prunes no no-ops.
-_SW_SETTINGS = ("search.prefetch_children=0",)
+# A search probe there costs a reset and a replay (0.3-1 s on 2 loaded cores): each real step's search gets
+# 5 s and acts on what it found by then (search.time_budget_s), so an episode's time follows its steps.
+_SW_SETTINGS = ("search.prefetch_children=0", "search.time_budget_s=5")
 _SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors (mean over the 10 tasks): "
             "EMPO² 75.9, GRPO 33.2, Reflexion 17.1, DRRN 17")
 

@@ -27,7 +27,7 @@ _PLAIN_FIELDS = (
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
-    "entropy_trigger", "prune_losses",
+    "entropy_trigger", "prune_losses", "time_budget_s",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -138,6 +138,11 @@ class SearchConfig(BaseModel):
     )
     max_episode_steps: int = Field(50, ge=1, le=limits.MAX_EPISODE_STEPS,
                                    description="Real steps before an episode is cut off")
+    time_budget_s: float = Field(
+        0.0, ge=0.0, description="Wall time one real step's search may take (seconds): its sandbox calls are given "
+        "what is left as their deadline, the sandbox answers the probes it has time for, and the step acts on what "
+        "search found by then (θ's prior where it found nothing); 0 = each call has the client's default deadline",
+    )
     algorithm: Literal["puct", "gumbel"] = Field(
         "puct", description="puct, or gumbel: Gumbel MuZero (core/search/gumbel.py), whose improved policy, not "
         "its visit counts, is θ's target; the PUCT knobs (c_puct, noise, early stop, widening, template-first, "

@@ -10,6 +10,18 @@ import subprocess
 from typing import Any
 
 log = logging.getLogger(__name__)
+# A JVM's heap may take this share of its worker's memory cap; the rest is the JVM's own (metaspace, code,
+# threads: ~150 MiB) and the worker's Python.
+HEAP_SHARE = 1 / 3
+
+
+def heap_options(memory_mb: int) -> str:
+    """JAVA_TOOL_OPTIONS that keep a worker's JVM under its memory cap (`sandbox.memory_mb`). Left alone, the heap
+    may grow to a quarter of the machine's memory before it is collected: a ScienceWorld JVM, which loads a
+    fresh world at every search probe's reset, passed 1.4 GiB resident within two searches and was then killed
+    by the worker's 2 GiB memory watch, the next session's `open` on that pooled worker included. The serial
+    collector adds no collector threads on a machine of few cores."""
+    return f"-Xmx{max(int(memory_mb * HEAP_SHARE), 128)}m -XX:+UseSerialGC"
 
 
 def java_available() -> bool:

@@ -60,11 +60,11 @@ class HostSandbox:
         self.env_steps += 1
         return sandbox_pb2.StepReply(transition=self.host.step(request.action))
 
-    def Simulate(self, request: sandbox_pb2.SimulateRequest) -> sandbox_pb2.SimulateReply:
+    def Simulate(self, request: sandbox_pb2.SimulateRequest, timeout: float | None = None) -> sandbox_pb2.SimulateReply:
         assert self.host is not None
-        results, steps = self.host.simulate(list(request.probes), request.gamma or 1.0)
+        results, steps = self.host.simulate(list(request.probes), request.gamma or 1.0, timeout)
         self.env_steps += steps
-        return sandbox_pb2.SimulateReply(results=results, env_steps=steps)
+        return sandbox_pb2.SimulateReply(results=results, env_steps=steps, partial=len(results) < len(request.probes))
 
     def CloseSession(self, request: sandbox_pb2.CloseSessionRequest) -> sandbox_pb2.CloseSessionReply:
         return sandbox_pb2.CloseSessionReply()

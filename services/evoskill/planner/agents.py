@@ -10,6 +10,7 @@ import logging
 import random
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +25,10 @@ from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, revisits, theta
+from evoskill.core.search.mcts import SearchOutOfTime
 from evoskill.core.search.model import SearchModel
 from evoskill.core.search.trigger import needs_search
+from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
@@ -52,9 +55,10 @@ class AgentTools:
 
     def model(self, step: Step, config: SearchConfig, policy: PolicyFn | None) -> SearchModel:
         """The step's session as the search's environment model, θ advising where given: search charges
-        `revisit_penalty` where the episode has been, θ reads its notes with each state, and the search ends
-        before its next round once `stop` is set."""
-        return SearchModel(sandbox_simulate(self.sandbox, step.session_id), self.score, config,
+        `revisit_penalty` where the episode has been, θ reads its notes with each state, the search ends
+        before its next round once `stop` is set, and its sandbox calls fit in `time_budget_s`."""
+        deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
+        return SearchModel(sandbox_simulate(self.sandbox, step.session_id, deadline), self.score, config,
                            frozenset(step.memory.visited), step.memory.notes,
                            [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set)
 
@@ -65,9 +69,9 @@ class AgentTools:
         step): a greedy θ offered a no-op such as `look around` would pick it forever."""
         # prefetch_children = 0 (the library's `--no-seen`) steps none: every mark reads False. A child that
         # loses at once stays a candidate: knowing that is a lookahead's, not θ's.
-        every_child = self.settings.model_copy(
+        every_child = self.settings.model_copy(  # and no time budget: a search's, this is none
             update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0,
-                    "prune_losses": False})
+                    "prune_losses": False, "time_budget_s": 0.0})
         env = self.model(step, every_child, None)
         env.root()
         root = env.nodes[()]
@@ -187,7 +191,12 @@ class SearchAgent:
         config = resolve_config(self.request, self.tools.settings, step.seed)
         env = self.tools.model(step, config, self.policy)
         with tracer().start_as_current_span("planner.search") as span:
-            if env.root().num_actions == 0:
+            try:
+                root, late = env.root(), False
+            except SearchOutOfTime:  # the budget went before the root was read: read it, then act on the prior
+                env = self.tools.model(step, config.model_copy(update={"time_budget_s": 0.0}), self.policy)
+                root, late = env.root(), True
+            if root.num_actions == 0:
                 raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
             env.advice += self.tools.advice(self.env_spec, env, config, step.memory)
             if self.policy is not None and config.policy_revisit_penalty:
@@ -197,8 +206,15 @@ class SearchAgent:
                 if sure is not None:
                     span.set_attribute("evoskill.simulations", 0)
                     return sure
-            result = env.run()
-            span.set_attribute("evoskill.simulations", result.stats.simulations)
+            try:
+                result = None if late else env.run()
+            except SearchOutOfTime:  # not even the root's evaluation: act on the prior
+                result = None
+            span.set_attribute("evoskill.simulations", result.stats.simulations if result else 0)
+        if result is None or result.stats.simulations == 0:
+            # The environment had no time for one simulation (a slow, replay-only one on a loaded machine):
+            # the step acts on the root's prior, θ's where it advises, and the episode goes on.
+            return self._on_prior(env, env.advise([()]), timed_out=True)
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
         chosen = actions[result.action]
         return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
@@ -206,13 +222,20 @@ class SearchAgent:
 
     def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
         """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
-        (`entropy_trigger`); None where search should decide. The step's target has no visits: the learner
-        reads it as the action taken, as for θ alone."""
+        (`entropy_trigger`); None where search should decide."""
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
         if needs_search(logits, config.entropy_trigger):
             return None
-        actions, priors = list(env.actions(())), np.exp(logits - np.max(logits))
+        return self._on_prior(env, evaluation)
+
+    @staticmethod
+    def _on_prior(env: SearchModel, evaluation: Evaluation, timed_out: bool = False) -> Decision:
+        """The root prior's argmax (the first candidate where nothing advises), unsearched. The step's target
+        has no visits: the learner reads it as the action taken, as for θ alone."""
+        actions = list(env.actions(()))
+        logits = np.asarray(evaluation.logits[0] if evaluation.logits is not None else np.zeros(len(actions)))
+        priors = np.exp(logits - np.max(logits))
         chosen = actions[int(np.argmax(logits))]
         root = env.nodes[()]
         target = events_pb2.SearchTarget(actions=root.observation.valid_actions, templates=root.templates,
@@ -220,7 +243,7 @@ class SearchAgent:
         reply = planner_pb2.SearchReply(
             action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
                                  for a, p in zip(actions, priors / priors.sum(), strict=True)],
-            stats=planner_pb2.TreeStats(env_steps=env.env_steps))
+            stats=planner_pb2.TreeStats(env_steps=env.env_steps, timed_out=timed_out))
         return Decision(chosen, target, reply, root.state_key, env.env_steps, env.env_seconds,
                         float(evaluation.values[0]))
 

@@ -3,8 +3,10 @@ search model's `simulate`, and what a search reports (the learner's target, the 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import grpc
 import numpy as np
 
 from evoskill.core.search import SearchConfig, SearchResult
@@ -23,11 +25,23 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchConfig, se
     return config
 
 
-def sandbox_simulate(sandbox: Any, session_id: str) -> SimulateFn:
-    """The session's `Simulate` as the search model's `simulate`."""
+def sandbox_simulate(sandbox: Any, session_id: str, deadline: float | None = None) -> SimulateFn:
+    """The session's `Simulate` as the search model's `simulate`; with `deadline` (time.monotonic()), each call
+    is given what is left of it as its own, and none is made once it has passed (no probe answered)."""
 
     def simulate(probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
-        reply = sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes, gamma=gamma))
+        timeout: dict[str, float] = {}
+        if deadline is not None:
+            timeout["timeout"] = deadline - time.monotonic()
+            if timeout["timeout"] <= 0:
+                return [], 0
+        try:
+            reply = sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes, gamma=gamma),
+                                     **timeout)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+            return [], 0  # one probe outlasted the whole deadline: as out of time as an unanswered one
         return list(reply.results), reply.env_steps
 
     return simulate
@@ -70,5 +84,5 @@ def search_reply(result: SearchResult, actions: list[str], chosen: str) -> plann
         root_value=float(result.root_value),
         stats=planner_pb2.TreeStats(simulations=s.simulations, nodes=s.nodes, max_depth=s.max_depth,
                                     env_steps=s.env_steps, transposition_hits=s.transposition_hits,
-                                    early_stopped=s.early_stopped, seconds=s.seconds),
+                                    early_stopped=s.early_stopped, seconds=s.seconds, timed_out=s.timed_out),
     )

@@ -47,11 +47,13 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
     "grpc.health.v1.Health": ("Check",),
 }
 
-# Calls that legitimately outlast the default deadline (whole episodes, environment start-up); the caller's
-# own deadline still applies, gRPC takes the smaller of the two.
+# Calls that legitimately outlast the default deadline (whole episodes, environment start-up; a real step after
+# a search, which on a replay-only environment such as ScienceWorld first replays the episode, and may wait for
+# the search's last probe: the sandbox's worker watchdog bounds it); the caller's own deadline still applies,
+# gRPC takes the smaller of the two.
 LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
     "evoskill.planner.v1.PlannerService": (("PlayEpisode", "Search"), 3600.0),
-    "evoskill.sandbox.v1.SandboxService": (("CreateSession",), 300.0),
+    "evoskill.sandbox.v1.SandboxService": (("CreateSession", "Step"), 300.0),
     "evoskill.learner.v1.LearnerService": (("Train", "ImportEpisodes", "ExportEpisodes"), 3600.0),
 }
 
@@ -274,7 +276,11 @@ def service_config(settings: GrpcSettings) -> str:
     timeout = f"{settings.deadline_s:.3f}s"
     configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
     for service, (methods, seconds) in LONG_CALLS.items():
-        configs.append({"name": [{"service": service, "method": m} for m in methods], "timeout": f"{seconds:.3f}s"})
+        waiting = WAIT_FOR_READY.get(service, ())
+        for group in ([m for m in methods if m in waiting], [m for m in methods if m not in waiting]):
+            if group:
+                configs.append({"name": [{"service": service, "method": m} for m in group],
+                                "timeout": f"{seconds:.3f}s"})
     for service, methods in SAFE_TO_RETRY.items():
         configs.append({
             "name": [{"service": service, "method": m} for m in methods],

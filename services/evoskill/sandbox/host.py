@@ -6,13 +6,14 @@ session keeps the whole `EpisodeLog`); search-time probes (`simulate`) replay ac
 session's current state, reusing where the environment already is: a probe that extends the path
 the environment stands on steps only the suffix, anything else restores the root (natively where the
 environment can, else reset + replay) and steps the path. Stepped paths are cached, so probing a
-known path again costs no environment step.
+known path again costs no environment step. Given a time budget, `simulate` answers the probes it has time for.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from evoskill.envs import InvalidActionError, Snapshot, TextEnv, make_env
 from evoskill.sandbox.v1 import sandbox_pb2
 
 FailureKind = common_pb2.FailureKind
+PROBE_S_DECAY = 0.7  # weight of the past in `probe_s`
 def _path_seed(seed: int, path: tuple[str, ...]) -> int:
     """Deterministic across processes (Python's str hash is salted per process)."""
     digest = hashlib.blake2b("\x1f".join((str(seed), *path)).encode(), digest_size=8).digest()
@@ -71,6 +73,7 @@ class EnvHost:
     _at: tuple[str, ...] | None = None  # path (from the root) the env stands on during search
     _cache: OrderedDict[tuple[str, ...], sandbox_pb2.ProbeResult] = field(default_factory=OrderedDict)
     _rng: random.Random = field(default_factory=random.Random)
+    probe_s: float = 0.0  # a probe's recent time (moving average): what the next call's first one is expected to take
 
     @classmethod
     def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
@@ -157,12 +160,21 @@ class EnvHost:
         self._at = path
         return steps
 
-    def simulate(self, probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[list[sandbox_pb2.ProbeResult], int]:
-        results, steps = [], 0
+    def simulate(self, probes: list[sandbox_pb2.Probe], gamma: float,
+                 budget_s: float | None = None) -> tuple[list[sandbox_pb2.ProbeResult], int]:
+        """The probes' results in order, the env steps they cost. Anytime with `budget_s`: a probe is started
+        only while one is expected to fit in what is left (the longest of this call, and the recent probes'
+        average across calls), so fewer results may come back."""
+        results, steps, started, longest = [], 0, time.monotonic(), 0.0
         for probe in probes:
+            began = time.monotonic()
+            if budget_s is not None and began + max(longest, self.probe_s) > started + budget_s:
+                break
             result, cost = self._probe(tuple(probe.actions), probe.rollout_depth, probe.rollout_seed, gamma)
             results.append(result)
             steps += cost
+            took = time.monotonic() - began
+            longest, self.probe_s = max(longest, took), PROBE_S_DECAY * self.probe_s + (1 - PROBE_S_DECAY) * took
         return results, steps
 
     def _probe(self, path: tuple[str, ...], depth: int, seed: int, gamma: float) -> tuple[sandbox_pb2.ProbeResult, int]:
@@ -174,7 +186,7 @@ class EnvHost:
             result.CopyFrom(cached)
         else:
             result, cost = self._step_path(path, seed)
-        if depth > 0 and not result.observation.done:
+        if depth > 0 and not result.observation.done and not self._unchanged(path, result):
             if self._at != path:
                 cost += self._goto(path)
             played = self._rollout(depth, seed, gamma)
@@ -182,6 +194,12 @@ class EnvHost:
             result.rollout_outcome, result.rollout_final_score = played.outcome, played.final_score
             cost += len(played.taken)
         return result, cost
+
+    def _unchanged(self, path: tuple[str, ...], result: sandbox_pb2.ProbeResult) -> bool:
+        """The path's last action left the state as it was (a no-op, which search treats as a dead end: no
+        rollout), as far as the cache knows the state before it."""
+        before = self._cache.get(path[:-1]) if path else None
+        return before is not None and before.state_key == result.state_key
 
     def _step_path(self, path: tuple[str, ...], seed: int) -> tuple[sandbox_pb2.ProbeResult, int]:
         if not path:

@@ -1,11 +1,13 @@
 """The sandbox process: environment sessions over gRPC, each in its own worker process.
 
 Session = one worker (one environment instance) + its step budget. Real steps publish `step.executed`;
-search-time probes (`Simulate`) never change the session and never publish. A session lives in this replica's
-memory, so its id names this replica (`<advertised address>/<id>`, see `platform.replicas`): callers dial the
-owner, and a call that reaches another replica is answered NOT_FOUND naming the owner. A session that no call
-has used for `sandbox.session_idle_s` (its client is gone: crashed, killed, cancelled) is closed and its worker
-stopped, so an abandoned session does not hold a worker and its JVM until `max_sessions` push it out.
+search-time probes (`Simulate`) never change the session and never publish, and answer what they can within
+the call's deadline (`simulate_budget`): a search that runs out of time keeps its episode. A session lives in
+this replica's memory, so its id names this replica (`<advertised address>/<id>`, see `platform.replicas`):
+callers dial the owner, and a call that reaches another replica is answered NOT_FOUND naming the owner. A
+session that no call has used for `sandbox.session_idle_s` (its client is gone: crashed, killed, cancelled) is
+closed and its worker stopped, so an abandoned session does not hold a worker and its JVM until `max_sessions`
+push it out.
 Workers are confined (confine.py): a game that needs the network (`EnvScheme.network`) gets a worker of the
 host's network where `sandbox.network` allows, every other game one whose connections never leave it.
 """
@@ -42,6 +44,10 @@ from evoskill.sandbox.worker import Worker
 log = logging.getLogger(__name__)
 SERVICE_NAME = "evoskill.sandbox.v1.SandboxService"
 FOLDS = ("train", "dev", "test")
+REPLY_SHARE, REPLY_S = 0.25, 0.25  # of a Simulate's remaining time, kept for its reply (simulate_budget)
+# Step timeouts a call that replays a replay-only environment's episode (a probe, a real step after a search)
+# may take before its worker is thought hung: on 2 loaded cores a ScienceWorld probe took 6-15 s.
+REPLAY_STEPS = 3
 
 
 @dataclass
@@ -54,6 +60,7 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
     calls: int = 0  # in flight: a session in use is never idle, however long its call takes
     gold_path: list[str] = field(default_factory=list)
+    searched: bool = False  # a Simulate moved its environment since the last real step
 
     def charge(self, steps: int) -> None:
         self.steps_used += steps
@@ -62,6 +69,14 @@ class Session:
             raise ResourceExhausted(
                 f"session {self.id} used {self.steps_used} environment steps, over its quota of {self.quota}"
             )
+
+
+def simulate_budget(time_remaining: float | None) -> float | None:
+    """What a `Simulate` may spend on probes of the time its caller's deadline leaves (None: no deadline); the
+    rest carries the reply back on a loaded machine."""
+    if time_remaining is None:
+        return None
+    return max(time_remaining * (1 - REPLY_SHARE) - REPLY_S, 0.0)
 
 
 def textworld_cache_dir(settings: Settings) -> str:
@@ -142,10 +157,10 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
             raise NotFound(f"no session {session_id!r} (closed, expired, or its worker crashed)")
         return session
 
-    async def _call(self, session: Session, *message: object) -> object:
+    async def _call(self, session: Session, *message: object, timeout_s: float | None = None) -> object:
         session.calls += 1
         try:
-            return await session.worker.call(self.settings.step_timeout_s, *message)
+            return await session.worker.call(timeout_s or self.settings.step_timeout_s, *message)
         except Exception:
             if not session.worker.alive:
                 self.sessions.pop(session.id, None)  # its environment died with the worker
@@ -234,7 +249,12 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
         with tracer().start_as_current_span("sandbox.step") as span:
             span.set_attribute("evoskill.episode_id", session.episode_id)
             span.set_attribute("evoskill.action", request.action)
-            transition = common_pb2.Transition.FromString(await self._call(session, "step", request.action))  # type: ignore[arg-type]
+            # After a search, the environment first goes back to the session's state: without a state copy, a
+            # replay of the episode, which may take as long as a step.
+            timeout_s = self.settings.step_timeout_s * (REPLAY_STEPS if session.searched else 1)
+            played = await self._call(session, "step", request.action, timeout_s=timeout_s)
+            transition = common_pb2.Transition.FromString(played)  # type: ignore[arg-type]
+            session.searched = False
             if request.publish and self.bus is not None:
                 await self.bus.publish(Subjects.STEP_EXECUTED, events_pb2.StepExecuted(transition=transition))
         return sandbox_pb2.StepReply(transition=transition)
@@ -246,13 +266,19 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):
         if not 0.0 < (request.gamma or 1.0) <= 1.0:
             raise InvalidInput(f"gamma {request.gamma} is outside (0, 1]")
         probes = [p.SerializeToString() for p in request.probes]
+        budget_s = simulate_budget(context.time_remaining())
+        # The worker's watchdog, for a hung environment: a probe (a replay and a rollout) may start just inside
+        # the budget; without a deadline, that much per probe. Killing a slow one would lose the episode.
+        probe_s = self.settings.step_timeout_s * REPLAY_STEPS
+        timeout_s = budget_s + probe_s if budget_s is not None else probe_s * max(len(probes), 1)
         reply: tuple[list[bytes], int] = await self._call(  # type: ignore[assignment]
-            session, "simulate", probes, request.gamma or 1.0
+            session, "simulate", probes, request.gamma or 1.0, budget_s, timeout_s=timeout_s
         )
         results, steps = reply
         session.charge(steps)
+        session.searched = True
         return sandbox_pb2.SimulateReply(results=[sandbox_pb2.ProbeResult.FromString(r) for r in results],
-                                         env_steps=steps)
+                                         env_steps=steps, partial=len(results) < len(probes))
 
     @rpc_method
     async def CloseSession(self, request: sandbox_pb2.CloseSessionRequest,

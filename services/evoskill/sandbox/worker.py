@@ -5,7 +5,7 @@ folder of its own the parent makes and removes) and says what it got. A call tha
 kills the worker's whole process group (the JVM included) and fails with TimeoutError; a worker that
 dies mid-call fails it with WorkerCrashed; a worker whose resident memory (with every process under it: the
 JVM, tool processes) exceeds the cap, watched while a call runs and after it, is killed and the call fails
-with ResourceExhausted. The service then starts a
+with ResourceExhausted (its JVMs' heap is capped to fit: envs/jvm.heap_options). The service then starts a
 fresh worker; the session that lived in the dead one is gone, and the error says so. A domain error
 (`evoskill.core.errors`) raised in the worker is raised again in the parent as its kind; anything else
 is a bug, logged with the worker's stack trace and raised as WorkerError.
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evoskill.core import errors
+from evoskill.envs.jvm import heap_options
 from evoskill.sandbox import cgroup
 from evoskill.sandbox.confine import Confinement, Policy, confine
 
@@ -54,10 +55,14 @@ def _kind(exc: Exception) -> str:
     return next((kind.__name__ for kind in _CROSSING if isinstance(exc, kind)), "")
 
 
-def _worker_main(conn: Connection, policy: Policy, folder: str, limits: dict[str, Any] | None = None) -> None:
+def _worker_main(conn: Connection, policy: Policy, folder: str, limits: dict[str, Any] | None = None,
+                 java_options: str = "") -> None:
     os.setpgid(0, 0)  # own process group: killing it takes the JVM along
     try:
         conn.send(("ready", confine(policy, folder)))  # before any import that may start a thread
+        if java_options:  # every JVM it starts (envs/jvm.py)
+            inherited = os.environ.get("JAVA_TOOL_OPTIONS")
+            os.environ["JAVA_TOOL_OPTIONS"] = f"{inherited} {java_options}" if inherited else java_options
     except Exception as exc:  # the answer to the first call: this worker runs nothing
         conn.send(("error", ("Unavailable", type(exc).__name__, f"the environment worker could not confine "
                              f"itself: {exc}", traceback.format_exc(limit=8))))
@@ -108,7 +113,7 @@ def _dispatch(host: Any, command: str, args: tuple[Any, ...]) -> Any:
         return host.step(args[0]).SerializeToString()
     if command == "simulate":
         probes = [sandbox_pb2.Probe.FromString(p) for p in args[0]]
-        results, steps = host.simulate(probes, args[1])
+        results, steps = host.simulate(probes, *args[1:])
         return [r.SerializeToString() for r in results], steps
     raise ValueError(f"unknown worker command {command!r}")
 
@@ -182,7 +187,9 @@ class Worker:
         self.confinement: Confinement | None = None  # what it got, once it said so (the first call)
         self._conn, child = _CTX.Pipe()
         limits = {"step_timeout_s": step_timeout_s, "memory_mb": memory_mb} if step_timeout_s else None
-        self.process = _CTX.Process(target=_worker_main, args=(child, self.policy, self.folder, limits), daemon=True)
+        java = heap_options(memory_mb) if memory_mb else ""
+        self.process = _CTX.Process(target=_worker_main, args=(child, self.policy, self.folder, limits, java),
+                                    daemon=True)
         try:
             self.process.start()
         except BaseException:

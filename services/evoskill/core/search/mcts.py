@@ -4,7 +4,9 @@ One round: select up to `batch_size` leaves under virtual loss (JIT), step the e
 new edge (Python: states are opaque), evaluate all new states with ONE call of `evaluate`, then
 expand and back up (JIT). Rounds repeat until the budget is spent or the root's most visited action
 can no longer be overtaken (early stop); `cancelled()`, when given, is asked before each round, and a
-search nobody waits for any more ends there with `SearchCancelled`.
+search nobody waits for any more ends there with `SearchCancelled`. Anytime: an environment out of time
+answers None for the edges it could not step (the round goes on with the others) or raises `SearchOutOfTime`
+(the round is dropped), and the search returns what it has after that round.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from evoskill.core.search.backup import expand_and_backup, top_two_visits
 from evoskill.core.search.descend import (
+    LEAF_DEPTH,
     LEAF_FIELDS,
     LEAF_KIND,
     LEAF_NEW_EDGE,
@@ -29,7 +32,7 @@ from evoskill.core.search.evaluation import LeafEvaluator
 from evoskill.core.search.expand import expand_nodes
 from evoskill.core.search.gumbel import GumbelRoot
 from evoskill.core.search.puct import kernel_params
-from evoskill.core.search.tree import Tree
+from evoskill.core.search.tree import EDGE_VIRTUAL, NODE_VIRTUAL, Tree
 from evoskill.core.search.types import EvaluateFn, Root, SearchStats, StepBatchFn, StepFn, Transition
 from evoskill.core.search_config import SearchConfig
 
@@ -39,6 +42,11 @@ _NO_FLOATS = np.zeros(0)
 
 class SearchCancelled(Exception):
     """The caller of a search no longer wants its result (its call was cancelled or ran past its deadline)."""
+
+
+class SearchOutOfTime(Exception):
+    """Raised by `evaluate` or `step_batch` whose environment ran out of the search's time: the round in
+    progress is dropped and the search returns what it has (`SearchStats.timed_out`)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,8 @@ def search(
         key_to_node[root.key] = 0
     gumbel: GumbelRoot | None = None  # set once the root is expanded, with algorithm="gumbel"
 
-    def result(simulations: int, env_steps: int, hits: int, deepest: int, early: bool) -> SearchResult:
+    def result(simulations: int, env_steps: int, hits: int, deepest: int, early: bool,
+               timed_out: bool = False) -> SearchResult:
         visits, q, priors = tree.node_statistics(0, config.gamma)
         edges = tree.edges(0)
         action = -1
@@ -122,6 +131,7 @@ def search(
             transposition_hits=hits,
             early_stopped=early,
             seconds=time.perf_counter() - started,
+            timed_out=timed_out,
         )
         return SearchResult(action, visits, q, priors, tree.node_value(0), stats, tree, states, policy_target)
 
@@ -161,7 +171,7 @@ def search(
     hierarchical = config.hierarchical
 
     simulations = env_steps = hits = deepest = 0
-    early_stopped = False
+    early_stopped = timed_out = False
     root_first, root_num = int(tree.node_first_edge[0]), int(tree.node_num_edges[0])
     stop_at = budget + 1.0  # never; and Gumbel's halving spends its whole budget by design
     if config.early_stop_fraction is not None and gumbel is None:
@@ -173,7 +183,12 @@ def search(
         root_edges = _NO_INTS if gumbel is None else gumbel.next_round(tree, simulations)
         wanted = min(batch, budget - simulations) if gumbel is None else len(root_edges)
         taken = collect_leaves(*arrays, params, wanted, path_nodes, path_edges, leaves, root_edges)
-        kinds, parents, actions = leaves[:3, :taken].tolist()
+        try:
+            taken, transitions, timed_out = _step_round(taken, leaves, path_nodes, path_edges, tree, states, step,
+                                                        step_batch)
+        except SearchOutOfTime:  # the search ends with the round: the virtual loss it leaves never selects again
+            return result(simulations, env_steps, hits, deepest, False, timed_out=True)
+        kinds = leaves[LEAF_KIND, :taken].tolist()
         first_node = tree.num_nodes
         new = 0
         eval_states: list[Any] = []
@@ -181,12 +196,6 @@ def search(
         templates: list[np.ndarray] = []
         template_cursor = 0
         stepped = [i for i in range(taken) if kinds[i] == LEAF_NEW_EDGE]
-        if step_batch is None:
-            transitions = [step(states[parents[i]], actions[i]) for i in stepped]
-        else:
-            transitions = list(step_batch([(states[parents[i]], actions[i]) for i in stepped]))
-            if len(transitions) != len(stepped):
-                raise ValueError(f"step_batch returned {len(transitions)} transitions for {len(stepped)} steps")
         for i, transition in zip(stepped, transitions, strict=True):
             leaf_reward[i] = transition.reward
             key = transition.key
@@ -215,7 +224,10 @@ def search(
         env_steps += len(stepped)
 
         if eval_states:
-            logits, starts, width, values = evaluator(eval_states, eval_actions)
+            try:
+                logits, starts, width, values = evaluator(eval_states, eval_actions)
+            except SearchOutOfTime:
+                return result(simulations, env_steps, hits, deepest, False, timed_out=True)
             tree.reserve(new, sum(eval_actions))
         else:
             logits, starts, width, values = _NO_FLOATS, _NO_INTS, 0, _NO_FLOATS
@@ -229,13 +241,55 @@ def search(
         tree.num_edges += edges_used
         simulations += taken
         deepest = max(deepest, round_depth)
+        if timed_out:
+            break
 
         if simulations >= stop_at and simulations < budget:
             top, second = top_two_visits(tree.arrays.edge_int, root_first, root_num)
             if top >= stop_at and top > second + (budget - simulations):
                 early_stopped = True
                 break
-    return result(simulations, env_steps, hits, deepest, early_stopped)
+    return result(simulations, env_steps, hits, deepest, early_stopped, timed_out)
+
+
+def _step_round(taken: int, leaves: np.ndarray, path_nodes: np.ndarray, path_edges: np.ndarray, tree: Tree,
+                states: list[Any], step: StepFn,
+                step_batch: StepBatchFn | None) -> tuple[int, list[Transition], bool]:
+    """Step the round's new edges; the leaves whose edge the environment left unstepped (None: out of time)
+    are dropped and the rest moved to the front. Returns how many leaves are kept, the transitions of their
+    new edges in order, and whether any was dropped."""
+    kinds, parents, actions = leaves[:3, :taken].tolist()
+    stepped = [i for i in range(taken) if kinds[i] == LEAF_NEW_EDGE]
+    if step_batch is None:
+        answered: list[Transition | None] = [step(states[parents[i]], actions[i]) for i in stepped]
+    else:
+        answered = list(step_batch([(states[parents[i]], actions[i]) for i in stepped]))
+        if len(answered) != len(stepped):
+            raise ValueError(f"step_batch returned {len(answered)} transitions for {len(stepped)} steps")
+    by_leaf = dict(zip(stepped, answered, strict=True))
+    dropped = [i for i in stepped if by_leaf[i] is None]
+    transitions = [t for t in answered if t is not None]
+    if not dropped:
+        return taken, transitions, False
+    _drop_leaves(tree, dropped, leaves, path_nodes, path_edges)
+    kept = [i for i in range(taken) if i not in set(dropped)]
+    leaves[:, :len(kept)] = leaves[:, kept]
+    path_nodes[:len(kept)] = path_nodes[kept]
+    path_edges[:len(kept)] = path_edges[kept]
+    return len(kept), transitions, True
+
+
+def _drop_leaves(tree: Tree, dropped: Any, leaves: np.ndarray, path_nodes: np.ndarray,
+                 path_edges: np.ndarray) -> None:
+    """Take back the virtual loss `collect_leaves` put on the paths of leaves that will not be backed up."""
+    node_int, edge_int = tree.arrays.node_int, tree.arrays.edge_int
+    for i in dropped:
+        depth = int(leaves[LEAF_DEPTH, i])
+        if leaves[LEAF_KIND, i] != LEAF_NEW_EDGE:
+            node_int[NODE_VIRTUAL, leaves[LEAF_NODE, i]] -= 1
+        for d in range(depth):
+            edge_int[EDGE_VIRTUAL, path_edges[i, d]] -= 1
+            node_int[NODE_VIRTUAL, path_nodes[i, d]] -= 1
 
 
 def warm_up() -> float:

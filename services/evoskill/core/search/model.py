@@ -19,7 +19,11 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
 - transposition keys: (depth, state key). Equal states at equal depth merge; a state reached again deeper
   down is a new node, so the tree never has a cycle.
 - leaf values: (1 - value_mix) * the advised value + value_mix * the return of the one rollout
-  (`core.rollout`), which the sandbox runs next to the environment (one `simulate` per batch of leaves).
+  (`core.rollout`), which the sandbox runs next to the environment, in the probe that steps the leaf's edge
+  (one restore of a replay-only environment for both).
+- time: `simulate` may answer only the first of its probes (the sandbox's `Simulate` is anytime, within the
+  call's deadline); the model then says `timed_out`, answers None for the edges left unstepped and raises
+  `SearchOutOfTime` for missing rollouts, and `search` returns what it has (never a made-up value).
 - one reward scale, the reward service's: edges are its totals (and the shaping above, in its units), a
   rollout is valued by `Scorer.rollout` (its score gain weighted as the score_gain term, a win or a loss as
   the last step of an episode), and θ's value head regresses returns of the same totals (`core.learn.data`).
@@ -37,7 +41,7 @@ import numpy as np
 from evoskill.common.v1 import common_pb2
 from evoskill.core.reward import Scorer
 from evoskill.core.search.advice import Advice
-from evoskill.core.search.mcts import SearchResult, search
+from evoskill.core.search.mcts import SearchOutOfTime, SearchResult, search
 from evoskill.core.search.types import Evaluation, Root, Transition
 from evoskill.core.search_config import SearchConfig
 from evoskill.core.state_text import candidate_text, notes_along
@@ -63,7 +67,9 @@ class SearchModel:
     env_steps: int = 0
     env_seconds: float = 0.0  # waited on `simulate`: the environment's share of the search's time
     cancelled: Callable[[], bool] | None = None  # asked before each round (see core.search.mcts)
+    timed_out: bool = False  # a `simulate` answered fewer probes than it was sent: the search's time is up
     _rollouts: int = 0
+    _rolled: dict[Path, float] = field(default_factory=dict)  # rollout values that came with a path's step
 
     def run(self) -> SearchResult:
         """One search from the session's state, with this model as its environment and evaluator."""
@@ -73,7 +79,10 @@ class SearchModel:
     # -- the state space ------------------------------------------------------------------------------
     def root(self) -> Root:
         if () not in self.nodes:
-            (self.nodes[()],) = self._simulate([sandbox_pb2.Probe()])
+            answered = self._simulate([sandbox_pb2.Probe()])
+            if not answered:
+                raise SearchOutOfTime("no time left to read the search's root")
+            self.nodes[()] = answered[0]
             self._open([()])
         return Root((), len(self.useful[()]), self.key(()), self._template_ids(()))
 
@@ -117,15 +126,22 @@ class SearchModel:
         return reward
 
     # -- `search`'s callables -------------------------------------------------------------------------
-    def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition]:
+    def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition | None]:
+        """The edges' transitions; None where the search's time ran out before the edge was stepped."""
         paths = [(*state, self.actions(state)[action]) for state, action in edges]
-        self._step_paths(paths)  # only the children of nodes with too many actions to prefetch
-        fresh = [p for p in dict.fromkeys(paths) if p not in self.useful and not self.nodes[p].observation.done]
+        # Only the children of nodes with too many actions to prefetch; each comes with its leaf's rollout,
+        # so that one restore of a replay-only environment serves both.
+        self._step_paths(paths, rollouts=self._rollouts_on)
+        fresh = [p for p in dict.fromkeys(paths)
+                 if p in self.nodes and p not in self.useful and not self.nodes[p].observation.done]
         self._open(fresh)
-        return [self._transition(state, path) for (state, _), path in zip(edges, paths, strict=True)]
+        return [self._transition(state, path) if path in self.nodes else None
+                for (state, _), path in zip(edges, paths, strict=True)]
 
     def step(self, state: Path, action: int) -> Transition:
         (transition,) = self.step_batch([(state, action)])
+        if transition is None:
+            raise SearchOutOfTime("no time left to step the edge")
         return transition
 
     def advise(self, states: Sequence[Path]) -> Evaluation:
@@ -139,9 +155,13 @@ class SearchModel:
         evaluation = self.advise(states)
         mix = self.config.value_mix
         values = (1.0 - mix) * np.asarray(evaluation.values, dtype=np.float64)
-        if mix > 0 and self.config.rollout_depth > 0:
+        if self._rollouts_on:
             values = values + mix * self._rollout_returns(states)
         return Evaluation(evaluation.logits, values)
+
+    @property
+    def _rollouts_on(self) -> bool:
+        return self.config.value_mix > 0 and self.config.rollout_depth > 0
 
     # -- internals ------------------------------------------------------------------------------------
     def _simulate(self, probes: list[sandbox_pb2.Probe]) -> Sequence[sandbox_pb2.ProbeResult]:
@@ -151,15 +171,21 @@ class SearchModel:
         results, steps = self.simulate(probes, self.config.gamma)
         self.env_seconds += time.perf_counter() - started
         self.env_steps += steps
+        self.timed_out = self.timed_out or len(results) < len(probes)
         return results
 
     def _template_ids(self, path: Path) -> list[int]:
         return [self.template_ids.setdefault(t, len(self.template_ids)) for t in self.templates(path)]
 
-    def _step_paths(self, paths: list[Path]) -> None:
-        paths = [p for p in dict.fromkeys(paths) if p not in self.nodes]
-        for path, result in zip(paths, self._simulate([sandbox_pb2.Probe(actions=p) for p in paths]), strict=True):
+    def _step_paths(self, paths: list[Path], rollouts: bool = False) -> None:
+        """Step the paths not stepped yet (as many as time allows), in sorted order: a path right after its
+        prefix, siblings together, so that the sandbox walks on rather than restores where it can."""
+        paths = sorted(p for p in dict.fromkeys(paths) if p not in self.nodes)
+        probes = [self._rollout_probe(p) if rollouts else sandbox_pb2.Probe(actions=p) for p in paths]
+        for path, result in zip(paths, self._simulate(probes), strict=False):
             self.nodes[path] = result
+            if result.rollout_steps:  # none after a no-op (a dead end) or where the path ends the game
+                self._rolled[path] = self._rollout_value(result)
 
     def _open(self, parents: list[Path]) -> None:
         """Step the children of new nodes (where few enough) and keep the actions that change something.
@@ -170,6 +196,8 @@ class SearchModel:
         small = [p for p in parents
                  if len(self.nodes[p].observation.valid_actions) <= limit or (p == () and limit > 0)]
         self._step_paths([(*p, a) for p in small for a in self.nodes[p].observation.valid_actions])
+        # A node whose children the search's time did not cover keeps all its actions, as a large one does.
+        small = [p for p in small if all((*p, a) in self.nodes for a in self.nodes[p].observation.valid_actions)]
         for parent in parents:
             actions = list(self.nodes[parent].observation.valid_actions)
             if parent in small:
@@ -209,11 +237,20 @@ class SearchModel:
         return Transition(path, reward, done, self.key(path),
                           0 if done else len(self.useful[path]), None if done else self._template_ids(path))
 
+    def _rollout_probe(self, path: Path) -> sandbox_pb2.Probe:
+        self._rollouts += 1
+        return sandbox_pb2.Probe(actions=path, rollout_depth=self.config.rollout_depth,
+                                 rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts)
+
+    def _rollout_value(self, result: sandbox_pb2.ProbeResult) -> float:
+        return self.score.rollout(result.rollout_return - result.rollout_outcome, result.rollout_outcome,
+                                  result.rollout_final_score)
+
     def _rollout_returns(self, states: Sequence[Path]) -> np.ndarray:
-        probes = []
-        for state in states:
-            self._rollouts += 1
-            probes.append(sandbox_pb2.Probe(actions=state, rollout_depth=self.config.rollout_depth,
-                                            rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts))
-        return np.array([self.score.rollout(r.rollout_return - r.rollout_outcome, r.rollout_outcome,
-                                            r.rollout_final_score) for r in self._simulate(probes)])
+        """Each state's rollout value: the one that came with its step, else a rollout probe now."""
+        wanted = [s for s in dict.fromkeys(states) if s not in self._rolled]
+        results = self._simulate([self._rollout_probe(s) for s in wanted])
+        if len(results) < len(wanted):
+            raise SearchOutOfTime(f"time for {len(results)} of {len(wanted)} rollouts")
+        self._rolled.update((s, self._rollout_value(r)) for s, r in zip(wanted, results, strict=True))
+        return np.array([self._rolled[s] for s in states])

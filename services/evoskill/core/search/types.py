@@ -7,7 +7,7 @@ The environment and the network are plain callables (mctx style), not base class
   `state`, 0..num_actions-1.
 - `EvaluateFn(states) -> Evaluation`: the policy/value network, called once per batch of leaves.
 - `StepBatchFn([(state, action), ...]) -> [Transition, ...]`: optional, all new edges of a batch
-  in one call (a sandbox can run them on several workers at once).
+  in one call (a sandbox can run them on several workers at once); None for an edge it had no time to step.
 
 A sandbox session as `step`: the state is a fork handle (or, for environments without
 save/restore, the action prefix to replay); step forks it, plays `valid_actions(state)[action]`
@@ -58,7 +58,7 @@ class Evaluation(NamedTuple):
 
 
 StepFn = Callable[[Any, int], Transition]
-StepBatchFn = Callable[[list[tuple[Any, int]]], Sequence[Transition]]
+StepBatchFn = Callable[[list[tuple[Any, int]]], Sequence[Transition | None]]  # None: out of time, not stepped
 EvaluateFn = Callable[[Sequence[Any]], Evaluation]
 
 
@@ -73,3 +73,4 @@ class SearchStats:
     transposition_hits: int  # new edges that led to an existing node
     early_stopped: bool
     seconds: float
+    timed_out: bool = False  # the environment ran out of the search's time: fewer simulations than budgeted

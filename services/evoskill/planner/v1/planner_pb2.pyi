@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchConfig(_message.Message):
-    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions", "widening_alpha", "virtual_loss", "unvisited_parent", "unvisited_value", "normalize_q", "max_depth", "prefetch_children", "noop_penalty", "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions", "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile", "entropy_trigger", "prune_losses")
+    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions", "widening_alpha", "virtual_loss", "unvisited_parent", "unvisited_value", "normalize_q", "max_depth", "prefetch_children", "noop_penalty", "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions", "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile", "entropy_trigger", "prune_losses", "time_budget_s")
     NUM_SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     C_PUCT_FIELD_NUMBER: _ClassVar[int]
     DIRICHLET_ALPHA_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +46,7 @@ class SearchConfig(_message.Message):
     MEMORY_PROFILE_FIELD_NUMBER: _ClassVar[int]
     ENTROPY_TRIGGER_FIELD_NUMBER: _ClassVar[int]
     PRUNE_LOSSES_FIELD_NUMBER: _ClassVar[int]
+    TIME_BUDGET_S_FIELD_NUMBER: _ClassVar[int]
     num_simulations: int
     c_puct: float
     dirichlet_alpha: float
@@ -83,7 +84,8 @@ class SearchConfig(_message.Message):
     memory_profile: str
     entropy_trigger: float
     prune_losses: bool
-    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ..., widening_alpha: _Optional[float] = ..., virtual_loss: _Optional[float] = ..., unvisited_parent: _Optional[bool] = ..., unvisited_value: _Optional[float] = ..., normalize_q: _Optional[bool] = ..., max_depth: _Optional[int] = ..., prefetch_children: _Optional[int] = ..., noop_penalty: _Optional[float] = ..., revisit_penalty: _Optional[float] = ..., memory_weight: _Optional[float] = ..., memory_limit: _Optional[int] = ..., policy_value_mix: _Optional[float] = ..., algorithm: _Optional[str] = ..., gumbel_max_actions: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ..., gumbel_scale: _Optional[float] = ..., policy_revisit_penalty: _Optional[float] = ..., memory_profile: _Optional[str] = ..., entropy_trigger: _Optional[float] = ..., prune_losses: _Optional[bool] = ...) -> None: ...
+    time_budget_s: float
+    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ..., widening_alpha: _Optional[float] = ..., virtual_loss: _Optional[float] = ..., unvisited_parent: _Optional[bool] = ..., unvisited_value: _Optional[float] = ..., normalize_q: _Optional[bool] = ..., max_depth: _Optional[int] = ..., prefetch_children: _Optional[int] = ..., noop_penalty: _Optional[float] = ..., revisit_penalty: _Optional[float] = ..., memory_weight: _Optional[float] = ..., memory_limit: _Optional[int] = ..., policy_value_mix: _Optional[float] = ..., algorithm: _Optional[str] = ..., gumbel_max_actions: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ..., gumbel_scale: _Optional[float] = ..., policy_revisit_penalty: _Optional[float] = ..., memory_profile: _Optional[str] = ..., entropy_trigger: _Optional[float] = ..., prune_losses: _Optional[bool] = ..., time_budget_s: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("session_id", "config")
@@ -106,7 +108,7 @@ class ActionStat(_message.Message):
     def __init__(self, action: _Optional[str] = ..., visits: _Optional[int] = ..., q: _Optional[float] = ..., prior: _Optional[float] = ...) -> None: ...
 
 class TreeStats(_message.Message):
-    __slots__ = ("simulations", "nodes", "max_depth", "env_steps", "transposition_hits", "early_stopped", "seconds")
+    __slots__ = ("simulations", "nodes", "max_depth", "env_steps", "transposition_hits", "early_stopped", "seconds", "timed_out")
     SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +116,7 @@ class TreeStats(_message.Message):
     TRANSPOSITION_HITS_FIELD_NUMBER: _ClassVar[int]
     EARLY_STOPPED_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     simulations: int
     nodes: int
     max_depth: int
@@ -121,7 +124,8 @@ class TreeStats(_message.Message):
     transposition_hits: int
     early_stopped: bool
     seconds: float
-    def __init__(self, simulations: _Optional[int] = ..., nodes: _Optional[int] = ..., max_depth: _Optional[int] = ..., env_steps: _Optional[int] = ..., transposition_hits: _Optional[int] = ..., early_stopped: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
+    timed_out: bool
+    def __init__(self, simulations: _Optional[int] = ..., nodes: _Optional[int] = ..., max_depth: _Optional[int] = ..., env_steps: _Optional[int] = ..., transposition_hits: _Optional[int] = ..., early_stopped: _Optional[bool] = ..., seconds: _Optional[float] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class SearchReply(_message.Message):
     __slots__ = ("action", "root", "root_value", "stats")

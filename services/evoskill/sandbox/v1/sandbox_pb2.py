@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from evoskill.common.v1 import common_pb2 as evoskill_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/sandbox/v1/sandbox.proto\x12\x13\x65voskill.sandbox.v1\x1a\x1f\x65voskill/common/v1/common.proto\"E\n\x05Probe\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\t\x12\x15\n\rrollout_depth\x18\x02 \x01(\x05\x12\x14\n\x0crollout_seed\x18\x03 \x01(\x03\"\x82\x02\n\x0bProbeResult\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\x34\n\x0bobservation\x18\x02 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\ttemplates\x18\x03 \x03(\t\x12\x11\n\tstate_key\x18\x04 \x01(\t\x12\x16\n\x0erollout_return\x18\x05 \x01(\x01\x12\x15\n\rrollout_steps\x18\x06 \x01(\x05\x12\x17\n\x0frollout_outcome\x18\x07 \x01(\x01\x12\x1b\n\x13rollout_final_score\x18\x08 \x01(\x01\"`\n\x0fSimulateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12*\n\x06probes\x18\x02 \x03(\x0b\x32\x1a.evoskill.sandbox.v1.Probe\x12\r\n\x05gamma\x18\x03 \x01(\x01\"U\n\rSimulateReply\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .evoskill.sandbox.v1.ProbeResult\x12\x11\n\tenv_steps\x18\x02 \x01(\x05\"\x7f\n\x14\x43reateSessionRequest\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_quota\x18\x05 \x01(\x05\x12\x11\n\tgold_path\x18\x06 \x01(\x08\"\x85\x01\n\x0cSessionReply\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x34\n\x0bobservation\x18\x03 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\tgold_path\x18\x04 \x03(\tJ\x04\x08\x05\x10\x06\"B\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0f\n\x07publish\x18\x03 \x01(\x08\"?\n\tStepReply\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\"\n\x11\x43loseSessionReply\x12\r\n\x05steps\x18\x01 \x01(\x05\x32\xf1\x02\n\x0eSandboxService\x12]\n\rCreateSession\x12).evoskill.sandbox.v1.CreateSessionRequest\x1a!.evoskill.sandbox.v1.SessionReply\x12H\n\x04Step\x12 .evoskill.sandbox.v1.StepRequest\x1a\x1e.evoskill.sandbox.v1.StepReply\x12`\n\x0c\x43loseSession\x12(.evoskill.sandbox.v1.CloseSessionRequest\x1a&.evoskill.sandbox.v1.CloseSessionReply\x12T\n\x08Simulate\x12$.evoskill.sandbox.v1.SimulateRequest\x1a\".evoskill.sandbox.v1.SimulateReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/sandbox/v1/sandbox.proto\x12\x13\x65voskill.sandbox.v1\x1a\x1f\x65voskill/common/v1/common.proto\"E\n\x05Probe\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\t\x12\x15\n\rrollout_depth\x18\x02 \x01(\x05\x12\x14\n\x0crollout_seed\x18\x03 \x01(\x03\"\x82\x02\n\x0bProbeResult\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\x12\x34\n\x0bobservation\x18\x02 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\ttemplates\x18\x03 \x03(\t\x12\x11\n\tstate_key\x18\x04 \x01(\t\x12\x16\n\x0erollout_return\x18\x05 \x01(\x01\x12\x15\n\rrollout_steps\x18\x06 \x01(\x05\x12\x17\n\x0frollout_outcome\x18\x07 \x01(\x01\x12\x1b\n\x13rollout_final_score\x18\x08 \x01(\x01\"`\n\x0fSimulateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12*\n\x06probes\x18\x02 \x03(\x0b\x32\x1a.evoskill.sandbox.v1.Probe\x12\r\n\x05gamma\x18\x03 \x01(\x01\"f\n\rSimulateReply\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .evoskill.sandbox.v1.ProbeResult\x12\x11\n\tenv_steps\x18\x02 \x01(\x05\x12\x0f\n\x07partial\x18\x03 \x01(\x08\"\x7f\n\x14\x43reateSessionRequest\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x0c\n\x04\x66old\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_quota\x18\x05 \x01(\x05\x12\x11\n\tgold_path\x18\x06 \x01(\x08\"\x85\x01\n\x0cSessionReply\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x34\n\x0bobservation\x18\x03 \x01(\x0b\x32\x1f.evoskill.common.v1.Observation\x12\x11\n\tgold_path\x18\x04 \x03(\tJ\x04\x08\x05\x10\x06\"B\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0f\n\x07publish\x18\x03 \x01(\x08\"?\n\tStepReply\x12\x32\n\ntransition\x18\x01 \x01(\x0b\x32\x1e.evoskill.common.v1.Transition\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\"\n\x11\x43loseSessionReply\x12\r\n\x05steps\x18\x01 \x01(\x05\x32\xf1\x02\n\x0eSandboxService\x12]\n\rCreateSession\x12).evoskill.sandbox.v1.CreateSessionRequest\x1a!.evoskill.sandbox.v1.SessionReply\x12H\n\x04Step\x12 .evoskill.sandbox.v1.StepRequest\x1a\x1e.evoskill.sandbox.v1.StepReply\x12`\n\x0c\x43loseSession\x12(.evoskill.sandbox.v1.CloseSessionRequest\x1a&.evoskill.sandbox.v1.CloseSessionReply\x12T\n\x08Simulate\x12$.evoskill.sandbox.v1.SimulateRequest\x1a\".evoskill.sandbox.v1.SimulateReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,19 +39,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SIMULATEREQUEST']._serialized_start=423
   _globals['_SIMULATEREQUEST']._serialized_end=519
   _globals['_SIMULATEREPLY']._serialized_start=521
-  _globals['_SIMULATEREPLY']._serialized_end=606
-  _globals['_CREATESESSIONREQUEST']._serialized_start=608
-  _globals['_CREATESESSIONREQUEST']._serialized_end=735
-  _globals['_SESSIONREPLY']._serialized_start=738
-  _globals['_SESSIONREPLY']._serialized_end=871
-  _globals['_STEPREQUEST']._serialized_start=873
-  _globals['_STEPREQUEST']._serialized_end=939
-  _globals['_STEPREPLY']._serialized_start=941
-  _globals['_STEPREPLY']._serialized_end=1004
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1006
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1047
-  _globals['_CLOSESESSIONREPLY']._serialized_start=1049
-  _globals['_CLOSESESSIONREPLY']._serialized_end=1083
-  _globals['_SANDBOXSERVICE']._serialized_start=1086
-  _globals['_SANDBOXSERVICE']._serialized_end=1455
+  _globals['_SIMULATEREPLY']._serialized_end=623
+  _globals['_CREATESESSIONREQUEST']._serialized_start=625
+  _globals['_CREATESESSIONREQUEST']._serialized_end=752
+  _globals['_SESSIONREPLY']._serialized_start=755
+  _globals['_SESSIONREPLY']._serialized_end=888
+  _globals['_STEPREQUEST']._serialized_start=890
+  _globals['_STEPREQUEST']._serialized_end=956
+  _globals['_STEPREPLY']._serialized_start=958
+  _globals['_STEPREPLY']._serialized_end=1021
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1023
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1064
+  _globals['_CLOSESESSIONREPLY']._serialized_start=1066
+  _globals['_CLOSESESSIONREPLY']._serialized_end=1100
+  _globals['_SANDBOXSERVICE']._serialized_start=1103
+  _globals['_SANDBOXSERVICE']._serialized_end=1472
 # @@protoc_insertion_point(module_scope)

@@ -48,12 +48,14 @@ class SimulateRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., probes: _Optional[_Iterable[_Union[Probe, _Mapping]]] = ..., gamma: _Optional[float] = ...) -> None: ...
 
 class SimulateReply(_message.Message):
-    __slots__ = ("results", "env_steps")
+    __slots__ = ("results", "env_steps", "partial")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ProbeResult]
     env_steps: int
-    def __init__(self, results: _Optional[_Iterable[_Union[ProbeResult, _Mapping]]] = ..., env_steps: _Optional[int] = ...) -> None: ...
+    partial: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[ProbeResult, _Mapping]]] = ..., env_steps: _Optional[int] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
     __slots__ = ("env_spec", "seed", "fold", "episode_id", "step_quota", "gold_path")

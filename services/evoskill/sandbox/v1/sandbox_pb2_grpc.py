@@ -82,7 +82,8 @@ class SandboxServiceServicer:
     def Simulate(self, request, context):
         """Search-time stepping, batched: each probe follows a path of actions from the session's current
         state (restored from the nearest cached prefix) and may roll out with a random policy after it.
-        Never changes the session itself and never publishes.
+        Never changes the session itself and never publishes. Anytime: the probes are answered in order until
+        the call's deadline is near, and a reply that answers only the first ones says `partial`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
