@@ -431,6 +431,7 @@ def _run_client(main) -> None:  # type: ignore[no-untyped-def]
 
 def _mount_optional() -> None:
     from evoskill.explore_cli import explore
+    from evoskill.export_cli import export
     from evoskill.library.cli import demos, library_app
     from evoskill.runs_cli import runs_app
     from evoskill.trace_cli import trace
@@ -439,6 +440,7 @@ def _mount_optional() -> None:
     app.command("train")(train)
     app.command("explore")(explore)
     app.command("demos")(demos)
+    app.command("export")(export)
     app.add_typer(library_app, name="library")
     app.add_typer(runs_app, name="runs")
     app.command("trace")(trace)

@@ -1,6 +1,7 @@
 """The offline library against real services: a generated gold path is the episode the planner records when it
 plays the demo agent (over gRPC, events on a real nats-server), and `evoskill demos --to-learner` / `library
-import|train|export` store, train on and return the library durably in the real learner."""
+import|train|export` store, train on and return the library durably in the real learner (and `evoskill export`
+turns it into fine-tuning rows)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,12 @@ async def test_the_library_is_imported_trained_on_exported_and_kept_over_a_resta
         assert rc == 0 and "v000001: 3 steps on 3 episodes" in out, out
         rc, out = await evoskill(settings, "library", "export", "--out", str(back))
         assert rc == 0 and back.read_text() == library.read_text(), out
+        sft = tmp_path / "sft.jsonl"  # the fine-tuning export reads the learner's replay the same way
+        rc, out = await evoskill(settings, "export", "--format", "sft", "--json", str(sft))
+        steps = sum(len(json.loads(line)["steps"]) for line in library.read_text().splitlines())
+        assert rc == 0 and f"{steps} sft rows from 3 of 3 episodes ({steps} steps, 0 searched)" in out, out
+        assert [json.loads(line)["messages"][-1]["content"] for line in sft.read_text().splitlines()] == [
+            step["action"] for line in library.read_text().splitlines() for step in json.loads(line)["steps"]]
     finally:
         await learner.stop()
 
