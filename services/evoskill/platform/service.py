@@ -23,6 +23,7 @@ from evoskill.platform.rpc import GrpcServer, start_server
 from evoskill.platform.telemetry import setup_telemetry, shutdown_telemetry
 
 log = logging.getLogger(__name__)
+STOP_STEP_S = 15.0  # what each step of a service's stop may take (RunningService.stop)
 
 Registration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
 
@@ -57,16 +58,23 @@ class RunningService:
     tasks: list[asyncio.Task[None]]
 
     async def stop(self) -> None:
-        await self.server.stop()
+        """Stop serving, close the parts, cancel the background jobs, leave the bus; each step gets at most
+        STOP_STEP_S, so that one wedged part (a call that never returns) cannot keep the process from exiting."""
+        await self._bounded("the gRPC server", self.server.stop())
         for close in reversed(self.parts.closers):
-            try:
-                await close()
-            except Exception:
-                log.exception("%s: cleanup failed", self.name)
+            await self._bounded(f"cleanup {getattr(close, '__qualname__', close)}", close())
         for task in self.tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.bus.stop()
+        await self._bounded("the background jobs", asyncio.gather(*self.tasks, return_exceptions=True))
+        await self._bounded("the bus", self.bus.stop())
+
+    async def _bounded(self, what: str, step: Awaitable[Any]) -> None:
+        try:
+            await asyncio.wait_for(step, STOP_STEP_S)
+        except TimeoutError:
+            log.error("%s: stopping %s took over %.0f s; went on without it", self.name, what, STOP_STEP_S)
+        except Exception:
+            log.exception("%s: stopping %s failed", self.name, what)
 
 
 async def start_service(name: str, settings: Settings, factory: ServiceFactory | None = None) -> RunningService:
