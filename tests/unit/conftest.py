@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evoskill.envs import registry
+from evoskill.sandbox.host import EnvHost
 
 EXAMPLE_ENV = Path(__file__).resolve().parents[2] / "examples" / "evoskill-env-example"
 
@@ -27,3 +28,11 @@ def env_entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[EntryPoin
 
 def env_entry_point(name: str, value: str) -> EntryPoint:
     return EntryPoint(name, value, registry.ENTRY_POINT_GROUP)
+
+
+@pytest.fixture()
+def coin() -> Iterator[EnvHost]:
+    """A sandbox host on CoinCollector's test game 0, closed after the test."""
+    host, _ = EnvHost.open("twx:coin", 0, "test")
+    yield host
+    host.close()

@@ -69,13 +69,6 @@ def test_an_evaluation_out_of_time_drops_its_round_and_search_returns_the_rounds
     assert result.stats.timed_out and result.stats.simulations == 3 and result.visit_counts.tolist() == [1, 1, 1]
 
 
-@pytest.fixture()
-def coin() -> Any:
-    host, _ = EnvHost.open("twx:coin", 0, "test")
-    yield host
-    host.close()
-
-
 def test_the_host_answers_the_probes_its_budget_allows_in_order(coin: EnvHost) -> None:
     probes = [sandbox_pb2.Probe(actions=[a], rollout_depth=5) for a in coin.env.valid_actions()]
     assert coin.simulate(probes, 0.97, budget_s=0.0) == ([], 0)

@@ -43,13 +43,6 @@ def model(host: EnvHost, **config: Any) -> SearchModel:
     return SearchModel(host.simulate, SCORE, SearchConfig(**{"revisit_penalty": 0.0, **config}), visited)
 
 
-@pytest.fixture()
-def coin() -> Any:
-    host, _ = EnvHost.open("twx:coin", 0, "test")
-    yield host
-    host.close()
-
-
 def test_actions_that_change_nothing_are_not_candidates(coin: EnvHost) -> None:
     env = model(coin)
     root = env.root()
