@@ -37,6 +37,8 @@ def train(
     = "",
     policy: Annotated[str, typer.Option(help="θ version epoch 1 starts from (e.g. from `evoskill library train`)")]
     = "",
+    keep_best: Annotated[bool, typer.Option(help="a new θ serves only if its held-out games match the best θ's "
+                                                 "so far; else the best goes on serving and training")] = True,
     no_train: Annotated[bool, typer.Option("--no-train", help="play and evaluate only, no learner call")] = False,
     report_dir: Annotated[Path | None, typer.Option(help="default: <state>/reports/<workflow id>")] = None,
     workflow_id: Annotated[str | None, typer.Option(help="default: train-<random>")] = None,
@@ -56,7 +58,8 @@ def train(
         simulations=simulations, search_algorithm=search_algorithm, max_steps=max_steps, train_steps=train_steps,
         batch_size=batch_size, parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune,
         es_population=es_population, train=not no_train, evaluate_start=eval_start, demos=demos,
-        imitation_steps=imitation_steps, online_fraction=online_fraction, eval_agent=eval_agent, start_policy=policy)
+        imitation_steps=imitation_steps, online_fraction=online_fraction, eval_agent=eval_agent, start_policy=policy,
+        keep_best=keep_best)
     problems = validate(params)
     if problems:
         _fail("; ".join(problems), 2)

@@ -228,3 +228,31 @@ async def test_bad_parameters_fail_the_workflow_naming_them(env: WorkflowEnviron
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidArgument" and cause.non_retryable
     assert "epochs must be >= 1" in cause.message and "tune must be one of" in cause.message
     assert not fake.attempts
+
+
+async def test_a_worse_theta_does_not_serve_and_the_next_update_starts_from_the_best(env: WorkflowEnvironment) -> None:
+    """keep_best: v1 loses the held-out games v0 won, so v0 goes on serving the next epoch's games and the next
+    Train starts from v0; v2 wins them again and serves. keep_best off: every new θ serves."""
+    wins = {"v000000": True, "v000001": False, "v000002": True, "v000003": True}
+
+    def by_version(task: EpisodeTask) -> Outcome:
+        return Outcome(wins[task.policy_version], 1.0)
+
+    for keep_best in (True, False):
+        fake = Training(by_version)
+        p = params(epochs=3, episodes_per_epoch=1, eval_agent="policy", start_policy="v000000",
+                   evaluate_start=True, keep_best=keep_best)
+        async with worker(env, fake.all()) as queue:
+            result = await (await start(env, queue, p)).result()
+        serving = [(m.policy_version, m.serving_version) for m in result.history]
+        froms = [t.from_version for t in fake.trained]
+        played = [t.policy_version for t in fake.attempts if t.fold == "train"]
+        if keep_best:
+            assert serving == [("v000000", "v000000"), ("v000001", "v000000"), ("v000002", "v000002"),
+                               ("v000003", "v000003")]
+            assert "v000000 kept serving: v000001 won 0%" in result.history[1].note
+            assert froms == played == ["v000000", "v000000", "v000002"]
+        else:
+            assert [s for _, s in serving] == ["v000000", "v000001", "v000002", "v000003"]
+            assert froms == played == ["v000000", "v000001", "v000002"]
+        assert result.policy_version == "v000003"

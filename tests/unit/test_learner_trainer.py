@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.errors import FailedPrecondition, InvalidInput, NotFound
 from evoskill.learner.trainer import PolicyTrainer
 from evoskill.platform.config import LearnerSettings, Settings
 from tests.unit.test_episode_record import played
@@ -57,3 +57,28 @@ def test_replay_refuses_an_episode_over_the_limits_whoever_adds_it(trainer: Poli
     with pytest.raises(InvalidInput, match=r"steps\[2\]\.reward is nan"):
         trainer.replay.add(poisoned)
     assert "nan-1" not in trainer.replay.online and trainer.replay.online.episode_ids == ["e1"]
+
+
+def test_a_train_can_start_again_from_a_published_theta(trainer: PolicyTrainer) -> None:
+    """from_version: θ (and its optimiser) as published under that version, whatever was trained since; the
+    version counter keeps counting up, and only the last `kept_weights` versions can be started from."""
+    trainer.train(2)
+    v1 = weights(trainer)
+    trainer.train(2)
+    v2 = weights(trainer)
+    assert not all(torch.equal(v1[k], v) for k, v in v2.items())
+    trainer.start_from("v000001")
+    assert all(torch.equal(v1[k], v) for k, v in weights(trainer).items())
+    assert trainer.train(2, from_version="v000001").entry.version == "v000003"
+    trainer.start_from("v000002")
+    assert all(torch.equal(v2[k], v) for k, v in weights(trainer).items())
+
+    trainer.kept_weights = 2
+    trainer.train(1)  # v4: v1 and v2 leave, v3 and v4 are kept
+    assert sorted(p.name for p in trainer.weights.glob("*.pt")) == ["v000003.pt", "v000004.pt"]
+    with pytest.raises(FailedPrecondition, match=r"v000001's weights are no longer kept.*learner.kept_weights"):
+        trainer.train(1, from_version="v000001")
+    with pytest.raises(NotFound):
+        trainer.start_from("v000009")
+    with pytest.raises(InvalidInput, match="not of the form"):
+        trainer.start_from("latest")

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 AGENTS = ("random", "mcts", "policy+mcts", "policy")  # the table's rows, by the agent `evoskill eval` plays
+TRAIN_SEARCHES = ("gumbel", "puct")  # the online epochs' search (Budget.train_search)
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,17 @@ class Budget:
     online_epochs: int = 0  # TrainingWorkflow epochs of search after the library (0 = none)
     episodes_per_epoch: int = 8
     train_simulations: int = 8  # search of the online epochs
+    # Gumbel's improved policy stays sharp at 8 simulations where PUCT's visit counts are near-uniform over
+    # 40-76 candidates (docs/results.md, "θ's targets at small budgets"): distilling those flattened cloned θ.
+    train_search: str = "gumbel"
+    train_eval_episodes: int = 10  # dev games θ alone plays after each online epoch: keep_best's evidence
     parallel: int = 2  # test games played at once
 
     def train_args(self, env: str, policy: str, seed: int) -> list[str]:
         """`evoskill train` arguments of the online epochs, starting from θ `policy`."""
         return ["--env", env, "--policy", policy, "--seed", str(seed), "--epochs", str(self.online_epochs),
-                "--episodes-per-epoch", str(self.episodes_per_epoch), "--eval-episodes", "2",
+                "--episodes-per-epoch", str(self.episodes_per_epoch), "--eval-start", "--eval-agent", "policy",
+                "--eval-episodes", str(self.train_eval_episodes), "--search-algorithm", self.train_search,
                 "--simulations", str(self.train_simulations), "--max-steps", str(self.max_steps),
                 "--train-steps", str(max(self.gradient_steps // 10, 1)), "--batch-size", str(self.batch_size)]
 
@@ -121,6 +127,11 @@ def with_budget(suite: Suite, quick: bool, pairs: list[str]) -> Suite:
         name, eq, value = pair.partition("=")
         if not eq or name not in types:
             raise ValueError(f"--budget {pair!r}: expected name=value with a name among {', '.join(types)}")
+        if types[name] in (str, "str"):
+            if value not in TRAIN_SEARCHES:
+                raise ValueError(f"--budget {pair!r}: expected one of {', '.join(TRAIN_SEARCHES)}")
+            changes[name] = value
+            continue
         try:
             changes[name] = float(value) if types[name] in (float, "float") else int(value)
         except ValueError:

@@ -29,7 +29,6 @@ from evoskill.orchestrator.training.logic import (
     TrainingParams,
     TrainingProgress,
     TrainingResult,
-    TrainingState,
 )
 from evoskill.orchestrator.training.report import (
     describe_plan,
@@ -58,7 +57,7 @@ def new_workflow_id() -> str:
 
 async def start_training(client: Client, settings: Settings, params: TrainingParams,
                          workflow_id: str) -> WorkflowHandle[TrainingWorkflow, TrainingResult]:
-    start = TrainingInput(params, TrainingState(policy_version=params.start_policy))
+    start = TrainingInput(params)
     await client.start_workflow(TrainingWorkflow.run, start, id=workflow_id,
                                 task_queue=settings.temporal.task_queue)
     # No run id: queries and the result follow the chain of continue-as-new runs.

@@ -52,7 +52,7 @@ MAX_WAIT_S = 24 * 3600.0  # how long one call may wait for something to arrive
 # Strings whose field name says what they hold (any message type); the rest may be texts.
 _STRING_LIMITS = {
     **dict.fromkeys(("episode_id", "episode_ids", "session_id", "request_id", "id", "version", "policy_version",
-                     "previous_version", "serving_version", "consumer"), MAX_ID),
+                     "previous_version", "serving_version", "from_version", "consumer"), MAX_ID),
     **dict.fromkeys(("fold", "agent", "algorithm"), MAX_NAME),
     **dict.fromkeys(("env_spec", "subject"), MAX_SPEC),
     **dict.fromkeys(("action", "actions", "valid_actions", "gold_path", "template", "templates"), MAX_ACTION),

@@ -89,7 +89,8 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             if done is not None:
                 return train_reply(done)
             work = asyncio.ensure_future(asyncio.to_thread(self.trainer.train, request.steps, request.batch_size,
-                                                           fraction, request.seed, request.request_id))
+                                                           fraction, request.seed, request.request_id,
+                                                           request.from_version))
             try:
                 result = await asyncio.shield(work)
             except asyncio.CancelledError:

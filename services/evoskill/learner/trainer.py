@@ -2,6 +2,8 @@
 
     replay.sqlite     every ingested episode (MixedReplay: durable, idempotent by episode id)
     checkpoint.pt     network, optimiser, skill vocabulary, step and version counters
+    weights/          v000001.pt, ...: the checkpoint as each version was published (the last
+                      `learner.kept_weights`), so a Train can start again from a published θ (`from_version`)
     policies/         policy-v000001.onnx, ... and index.json (see `registry`)
 
 Only episodes of `learner.train_folds` are training data: an evaluation's dev/test episode is skipped
@@ -12,6 +14,7 @@ registry lists. Every method blocks: the service calls them in threads.
 
 from __future__ import annotations
 
+import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.learn import Learner, MixedReplay, TextEncoder, TokenFeaturizer, TrainConfig, featurizer_from_spec
 from evoskill.core.learn.export import OnnxPolicy, unfit
 from evoskill.events.v1 import events_pb2
-from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir
+from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir, parse_version, version_name
 from evoskill.platform.config import Settings
 
 Ingested = Literal["stored", "duplicate", "other_fold"]
@@ -62,6 +65,8 @@ class PolicyTrainer:
         ls = settings.learner
         root = settings.state_dir / "learner"
         self.checkpoint = root / "checkpoint.pt"
+        self.weights = root / "weights"
+        self.kept_weights = ls.kept_weights
         self.registry = PolicyRegistry(root / "policies")
         featurizer: TextEncoder
         if ls.encoder == "reader":
@@ -81,6 +86,7 @@ class PolicyTrainer:
         latest = self.registry.latest()
         # The index outlives a lost checkpoint: a version number is never handed out twice.
         self.learner.version = max(self.learner.version, latest.number if latest else 0)
+        self.weights_of = self.learner.version  # the published version θ's weights are now (0: none)
         self.max_policy_age = ls.max_policy_age
         self.train_folds = frozenset(ls.train_folds)
         self.skipped: OrderedDict[str, str] = OrderedDict()  # episode id -> fold, newest last
@@ -134,17 +140,44 @@ class PolicyTrainer:
         entry = self.registry.made_by(request_id) if request_id else None
         return TrainResult.of(entry) if entry else None
 
+    def start_from(self, version: str) -> None:
+        """Put back θ (network, optimiser, skill vocabulary) as published under `version`; the version counter
+        keeps counting up. FailedPrecondition when its weights are no longer kept, NotFound when it was never
+        published."""
+        number = parse_version(version)
+        if number == self.weights_of:
+            return
+        self.registry.get(version)  # NotFound for a version never published
+        path = self.weights / f"{version_name(number)}.pt"
+        if not path.exists():
+            raise FailedPrecondition(f"θ {version_name(number)}'s weights are no longer kept (the learner keeps the "
+                                     f"last {self.kept_weights}, learner.kept_weights): train from a later version")
+        counter = self.learner.version
+        self.learner.load(path)
+        self.learner.version, self.weights_of = counter, number
+
+    def _keep_weights(self) -> None:
+        """The checkpoint just written, kept as this version's weights; the oldest beyond the limit removed."""
+        self.weights.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.checkpoint, self.weights / f"{version_name(self.learner.version)}.pt")
+        self.weights_of = self.learner.version
+        for old in sorted(self.weights.glob("v*.pt"))[:-self.kept_weights or None]:
+            old.unlink(missing_ok=True)
+
     def train(self, steps: int, batch_size: int = 0, online_fraction: float | None = None,
-              seed: int = 0, request_id: str = "") -> TrainResult:
+              seed: int = 0, request_id: str = "", from_version: str = "") -> TrainResult:
         """`steps` updates from replay, then export, checkpoint and publish the next version (recording
         `request_id` with it in the same index write, so a retry finds it however late it comes).
 
         θ is never poisoned: updates whose loss or gradient is not finite are refused one by one, and a θ that
         is not fit to serve afterwards (`export.unfit`) is never published: the last good θ is put back and
-        FailedPrecondition says why."""
+        FailedPrecondition says why. `from_version`: start from that published θ rather than θ as it is (a
+        training run that kept an earlier version serving goes on from it)."""
         if len(self.replay) == 0:
             raise FailedPrecondition("replay is empty: no episode (evoskill.episode.completed) has been "
                                      "ingested yet, nothing to train on")
+        if from_version:
+            self.start_from(from_version)
         base, base_fraction = self.learner.settings, self.replay.online_fraction
         if seed:
             self.learner.rng = np.random.default_rng(seed)
@@ -164,6 +197,7 @@ class PolicyTrainer:
                                      f"published, θ stays as it was (version {self.learner.version})")
         path = self._export_fit(good)
         self.learner.save(self.checkpoint)  # before the index: a restart must not reuse the version
+        self._keep_weights()
         size, episodes = len(self.replay), self.replay_episodes
         entry = self.registry.add(self.learner.version, path, {
             **metrics, "steps": float(done), "samples": float(done * used_batch),

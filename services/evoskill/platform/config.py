@@ -278,6 +278,10 @@ class LearnerSettings(_Group):
         "the exact-match features, the clauses a candidate names and MaxSim against them do the reading, at half "
         "the cost)"
     )
+    kept_weights: int = Field(
+        16, ge=1, description="Published versions whose torch weights the learner keeps, so a Train can start "
+        "again from one (TrainRequest.from_version: a run that kept an earlier θ serving goes on from it)"
+    )
     max_policy_age: int = Field(
         10, description="Online episodes this many policy versions old leave replay (wins go offline); 0 = never"
     )

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from evoskill.events.v1 import events_pb2 as evoskill_dot_events_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/learner/v1/learner.proto\x12\x13\x65voskill.learner.v1\x1a\x1f\x65voskill/events/v1/events.proto\"\xb0\x01\n\x0cTrainRequest\x12\r\n\x05steps\x18\x01 \x01(\x05\x12\x12\n\nbatch_size\x18\x02 \x01(\x05\x12\x1c\n\x0fonline_fraction\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04seed\x18\x04 \x01(\x03\x12\x13\n\x0b\x65pisode_ids\x18\x05 \x03(\t\x12\x14\n\x0cwait_seconds\x18\x06 \x01(\x01\x12\x12\n\nrequest_id\x18\x07 \x01(\tB\x12\n\x10_online_fraction\"\xef\x01\n\nTrainReply\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12;\n\x06losses\x18\x02 \x03(\x0b\x32+.evoskill.learner.v1.TrainReply.LossesEntry\x12\x0f\n\x07samples\x18\x03 \x01(\x05\x12\x13\n\x0breplay_size\x18\x04 \x01(\x05\x12\x17\n\x0freplay_episodes\x18\x05 \x01(\x05\x12\r\n\x05steps\x18\x06 \x01(\x05\x1a-\n\x0bLossesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x07\x10\x08R\tonnx_path\"4\n\x10GetPolicyRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0f\n\x07serving\x18\x02 \x01(\x08\"\xdb\x01\n\nPolicyInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x12\n\nonnx_model\x18\x03 \x01(\x0c\x12\x17\n\x0f\x63reated_unix_ms\x18\x04 \x01(\x03\x12=\n\x07metrics\x18\x05 \x03(\x0b\x32,.evoskill.learner.v1.PolicyInfo.MetricsEntry\x12\x0f\n\x07serving\x18\x06 \x01(\x08\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x02\x10\x03R\tonnx_path\"\x15\n\x13ListPoliciesRequest\"\x98\x01\n\x11ListPoliciesReply\x12\x31\n\x08policies\x18\x01 \x03(\x0b\x32\x1f.evoskill.learner.v1.PolicyInfo\x12\x17\n\x0fserving_version\x18\x02 \x01(\t\x12\x16\n\x0eserving_reason\x18\x03 \x01(\t\x12\x1f\n\x17serving_changed_unix_ms\x18\x04 \x01(\x03\"4\n\x11SetServingRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"]\n\x0fSetServingReply\x12\x18\n\x10previous_version\x18\x01 \x01(\t\x12\x17\n\x0fserving_version\x18\x02 \x01(\t\x12\x17\n\x0f\x63hanged_unix_ms\x18\x03 \x01(\x03\"N\n\x15ImportEpisodesRequest\x12\x35\n\x07\x65pisode\x18\x01 \x01(\x0b\x32$.evoskill.events.v1.EpisodeCompleted\"|\n\x13ImportEpisodesReply\x12\x10\n\x08received\x18\x01 \x01(\x05\x12\x0e\n\x06stored\x18\x02 \x01(\x05\x12\x12\n\nduplicates\x18\x03 \x01(\x05\x12\x18\n\x10library_episodes\x18\x04 \x01(\x05\x12\x15\n\rlibrary_steps\x18\x05 \x01(\x05\"/\n\x15\x45xportEpisodesRequest\x12\x16\n\x0einclude_online\x18\x01 \x01(\x08\x32\xc0\x04\n\x0eLearnerService\x12K\n\x05Train\x12!.evoskill.learner.v1.TrainRequest\x1a\x1f.evoskill.learner.v1.TrainReply\x12S\n\tGetPolicy\x12%.evoskill.learner.v1.GetPolicyRequest\x1a\x1f.evoskill.learner.v1.PolicyInfo\x12`\n\x0cListPolicies\x12(.evoskill.learner.v1.ListPoliciesRequest\x1a&.evoskill.learner.v1.ListPoliciesReply\x12Z\n\nSetServing\x12&.evoskill.learner.v1.SetServingRequest\x1a$.evoskill.learner.v1.SetServingReply\x12h\n\x0eImportEpisodes\x12*.evoskill.learner.v1.ImportEpisodesRequest\x1a(.evoskill.learner.v1.ImportEpisodesReply(\x01\x12\x64\n\x0e\x45xportEpisodes\x12*.evoskill.learner.v1.ExportEpisodesRequest\x1a$.evoskill.events.v1.EpisodeCompleted0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evoskill/learner/v1/learner.proto\x12\x13\x65voskill.learner.v1\x1a\x1f\x65voskill/events/v1/events.proto\"\xc6\x01\n\x0cTrainRequest\x12\r\n\x05steps\x18\x01 \x01(\x05\x12\x12\n\nbatch_size\x18\x02 \x01(\x05\x12\x1c\n\x0fonline_fraction\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04seed\x18\x04 \x01(\x03\x12\x13\n\x0b\x65pisode_ids\x18\x05 \x03(\t\x12\x14\n\x0cwait_seconds\x18\x06 \x01(\x01\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x14\n\x0c\x66rom_version\x18\x08 \x01(\tB\x12\n\x10_online_fraction\"\xef\x01\n\nTrainReply\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12;\n\x06losses\x18\x02 \x03(\x0b\x32+.evoskill.learner.v1.TrainReply.LossesEntry\x12\x0f\n\x07samples\x18\x03 \x01(\x05\x12\x13\n\x0breplay_size\x18\x04 \x01(\x05\x12\x17\n\x0freplay_episodes\x18\x05 \x01(\x05\x12\r\n\x05steps\x18\x06 \x01(\x05\x1a-\n\x0bLossesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x07\x10\x08R\tonnx_path\"4\n\x10GetPolicyRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0f\n\x07serving\x18\x02 \x01(\x08\"\xdb\x01\n\nPolicyInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x12\n\nonnx_model\x18\x03 \x01(\x0c\x12\x17\n\x0f\x63reated_unix_ms\x18\x04 \x01(\x03\x12=\n\x07metrics\x18\x05 \x03(\x0b\x32,.evoskill.learner.v1.PolicyInfo.MetricsEntry\x12\x0f\n\x07serving\x18\x06 \x01(\x08\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x02\x10\x03R\tonnx_path\"\x15\n\x13ListPoliciesRequest\"\x98\x01\n\x11ListPoliciesReply\x12\x31\n\x08policies\x18\x01 \x03(\x0b\x32\x1f.evoskill.learner.v1.PolicyInfo\x12\x17\n\x0fserving_version\x18\x02 \x01(\t\x12\x16\n\x0eserving_reason\x18\x03 \x01(\t\x12\x1f\n\x17serving_changed_unix_ms\x18\x04 \x01(\x03\"4\n\x11SetServingRequest\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"]\n\x0fSetServingReply\x12\x18\n\x10previous_version\x18\x01 \x01(\t\x12\x17\n\x0fserving_version\x18\x02 \x01(\t\x12\x17\n\x0f\x63hanged_unix_ms\x18\x03 \x01(\x03\"N\n\x15ImportEpisodesRequest\x12\x35\n\x07\x65pisode\x18\x01 \x01(\x0b\x32$.evoskill.events.v1.EpisodeCompleted\"|\n\x13ImportEpisodesReply\x12\x10\n\x08received\x18\x01 \x01(\x05\x12\x0e\n\x06stored\x18\x02 \x01(\x05\x12\x12\n\nduplicates\x18\x03 \x01(\x05\x12\x18\n\x10library_episodes\x18\x04 \x01(\x05\x12\x15\n\rlibrary_steps\x18\x05 \x01(\x05\"/\n\x15\x45xportEpisodesRequest\x12\x16\n\x0einclude_online\x18\x01 \x01(\x08\x32\xc0\x04\n\x0eLearnerService\x12K\n\x05Train\x12!.evoskill.learner.v1.TrainRequest\x1a\x1f.evoskill.learner.v1.TrainReply\x12S\n\tGetPolicy\x12%.evoskill.learner.v1.GetPolicyRequest\x1a\x1f.evoskill.learner.v1.PolicyInfo\x12`\n\x0cListPolicies\x12(.evoskill.learner.v1.ListPoliciesRequest\x1a&.evoskill.learner.v1.ListPoliciesReply\x12Z\n\nSetServing\x12&.evoskill.learner.v1.SetServingRequest\x1a$.evoskill.learner.v1.SetServingReply\x12h\n\x0eImportEpisodes\x12*.evoskill.learner.v1.ImportEpisodesRequest\x1a(.evoskill.learner.v1.ImportEpisodesReply(\x01\x12\x64\n\x0e\x45xportEpisodes\x12*.evoskill.learner.v1.ExportEpisodesRequest\x1a$.evoskill.events.v1.EpisodeCompleted0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,31 +37,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POLICYINFO_METRICSENTRY']._loaded_options = None
   _globals['_POLICYINFO_METRICSENTRY']._serialized_options = b'8\001'
   _globals['_TRAINREQUEST']._serialized_start=92
-  _globals['_TRAINREQUEST']._serialized_end=268
-  _globals['_TRAINREPLY']._serialized_start=271
-  _globals['_TRAINREPLY']._serialized_end=510
-  _globals['_TRAINREPLY_LOSSESENTRY']._serialized_start=448
-  _globals['_TRAINREPLY_LOSSESENTRY']._serialized_end=493
-  _globals['_GETPOLICYREQUEST']._serialized_start=512
-  _globals['_GETPOLICYREQUEST']._serialized_end=564
-  _globals['_POLICYINFO']._serialized_start=567
-  _globals['_POLICYINFO']._serialized_end=786
-  _globals['_POLICYINFO_METRICSENTRY']._serialized_start=723
-  _globals['_POLICYINFO_METRICSENTRY']._serialized_end=769
-  _globals['_LISTPOLICIESREQUEST']._serialized_start=788
-  _globals['_LISTPOLICIESREQUEST']._serialized_end=809
-  _globals['_LISTPOLICIESREPLY']._serialized_start=812
-  _globals['_LISTPOLICIESREPLY']._serialized_end=964
-  _globals['_SETSERVINGREQUEST']._serialized_start=966
-  _globals['_SETSERVINGREQUEST']._serialized_end=1018
-  _globals['_SETSERVINGREPLY']._serialized_start=1020
-  _globals['_SETSERVINGREPLY']._serialized_end=1113
-  _globals['_IMPORTEPISODESREQUEST']._serialized_start=1115
-  _globals['_IMPORTEPISODESREQUEST']._serialized_end=1193
-  _globals['_IMPORTEPISODESREPLY']._serialized_start=1195
-  _globals['_IMPORTEPISODESREPLY']._serialized_end=1319
-  _globals['_EXPORTEPISODESREQUEST']._serialized_start=1321
-  _globals['_EXPORTEPISODESREQUEST']._serialized_end=1368
-  _globals['_LEARNERSERVICE']._serialized_start=1371
-  _globals['_LEARNERSERVICE']._serialized_end=1947
+  _globals['_TRAINREQUEST']._serialized_end=290
+  _globals['_TRAINREPLY']._serialized_start=293
+  _globals['_TRAINREPLY']._serialized_end=532
+  _globals['_TRAINREPLY_LOSSESENTRY']._serialized_start=470
+  _globals['_TRAINREPLY_LOSSESENTRY']._serialized_end=515
+  _globals['_GETPOLICYREQUEST']._serialized_start=534
+  _globals['_GETPOLICYREQUEST']._serialized_end=586
+  _globals['_POLICYINFO']._serialized_start=589
+  _globals['_POLICYINFO']._serialized_end=808
+  _globals['_POLICYINFO_METRICSENTRY']._serialized_start=745
+  _globals['_POLICYINFO_METRICSENTRY']._serialized_end=791
+  _globals['_LISTPOLICIESREQUEST']._serialized_start=810
+  _globals['_LISTPOLICIESREQUEST']._serialized_end=831
+  _globals['_LISTPOLICIESREPLY']._serialized_start=834
+  _globals['_LISTPOLICIESREPLY']._serialized_end=986
+  _globals['_SETSERVINGREQUEST']._serialized_start=988
+  _globals['_SETSERVINGREQUEST']._serialized_end=1040
+  _globals['_SETSERVINGREPLY']._serialized_start=1042
+  _globals['_SETSERVINGREPLY']._serialized_end=1135
+  _globals['_IMPORTEPISODESREQUEST']._serialized_start=1137
+  _globals['_IMPORTEPISODESREQUEST']._serialized_end=1215
+  _globals['_IMPORTEPISODESREPLY']._serialized_start=1217
+  _globals['_IMPORTEPISODESREPLY']._serialized_end=1341
+  _globals['_EXPORTEPISODESREQUEST']._serialized_start=1343
+  _globals['_EXPORTEPISODESREQUEST']._serialized_end=1390
+  _globals['_LEARNERSERVICE']._serialized_start=1393
+  _globals['_LEARNERSERVICE']._serialized_end=1969
 # @@protoc_insertion_point(module_scope)

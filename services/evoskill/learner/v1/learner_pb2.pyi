@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TrainRequest(_message.Message):
-    __slots__ = ("steps", "batch_size", "online_fraction", "seed", "episode_ids", "wait_seconds", "request_id")
+    __slots__ = ("steps", "batch_size", "online_fraction", "seed", "episode_ids", "wait_seconds", "request_id", "from_version")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     ONLINE_FRACTION_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class TrainRequest(_message.Message):
     EPISODE_IDS_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
     steps: int
     batch_size: int
     online_fraction: float
@@ -23,7 +24,8 @@ class TrainRequest(_message.Message):
     episode_ids: _containers.RepeatedScalarFieldContainer[str]
     wait_seconds: float
     request_id: str
-    def __init__(self, steps: _Optional[int] = ..., batch_size: _Optional[int] = ..., online_fraction: _Optional[float] = ..., seed: _Optional[int] = ..., episode_ids: _Optional[_Iterable[str]] = ..., wait_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+    from_version: str
+    def __init__(self, steps: _Optional[int] = ..., batch_size: _Optional[int] = ..., online_fraction: _Optional[float] = ..., seed: _Optional[int] = ..., episode_ids: _Optional[_Iterable[str]] = ..., wait_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., from_version: _Optional[str] = ...) -> None: ...
 
 class TrainReply(_message.Message):
     __slots__ = ("policy_version", "losses", "samples", "replay_size", "replay_episodes", "steps")

@@ -97,7 +97,8 @@ class TrainingActivities:
         A retry (this worker died after the learner finished) sends the same request id and gets that version."""
         request = learner_pb2.TrainRequest(steps=task.steps, batch_size=task.batch_size, seed=task.seed,
                                            episode_ids=task.episode_ids, wait_seconds=task.wait_seconds,
-                                           request_id=task.request_id, online_fraction=task.online_fraction)
+                                           request_id=task.request_id, online_fraction=task.online_fraction,
+                                           from_version=task.from_version)
         async with channel(self.settings.endpoint("learner").target, self.settings.grpc) as ch:
             stub = learner_pb2_grpc.LearnerServiceStub(ch)
             try:

@@ -50,6 +50,7 @@ class TrainingParams:
     online_fraction: float | None = None  # share of a search epoch's batches from online episodes (None: learner's)
     eval_agent: str = ""              # one of EVAL_AGENTS
     start_policy: str = ""            # θ the first epoch starts from (e.g. cloned from the library); "" = none
+    keep_best: bool = True            # a new θ serves only if its held-out games match the best θ's so far
     tune: str = ""                    # "es": evolve the search hyper-parameters (each epoch is a generation)
     es_population: int = 4            # even: antithetic pairs
     es_sigma: float = 0.3
@@ -181,6 +182,7 @@ class TrainTask:
     wait_seconds: float
     request_id: str = ""  # the learner's idempotency key: a retried Train does not make a second version
     online_fraction: float | None = None  # None: the learner's learner.online_fraction
+    from_version: str = ""  # θ the update starts from (the one serving); "" = the learner's θ as it is
 
 
 @dataclass
@@ -231,6 +233,26 @@ class EpochMetrics:
     stage: str = "search"                                    # one of STAGES
     eval_agent: str = ""                                     # who played the held-out games
     library_episodes: int = 0                                # imitation: the offline library's size
+    serving_version: str = ""                                # θ serving after the epoch (keep_best may keep an
+                                                             # earlier one than policy_version, the one evaluated)
+
+
+@dataclass
+class Standing:
+    """A θ and how it did on the held-out games (the same games every epoch, so standings compare)."""
+
+    version: str
+    success: float
+    score: float
+
+
+def keeps_serving(best: Standing | None, candidate: Standing) -> bool:
+    """Whether the best θ so far goes on serving instead of `candidate`: only when the candidate won fewer of
+    the held-out games, or as many with a lower mean score (a tie promotes the newer θ). No standing with a θ
+    yet: the candidate serves."""
+    if best is None or not best.version:
+        return False
+    return (candidate.success, candidate.score) < (best.success, best.score)
 
 
 @dataclass
@@ -247,6 +269,7 @@ class TrainingState:
     es_mean: list[float] = field(default_factory=list)     # ES mean in z space (ES_PARAMS order)
     es_best: dict[str, float] = field(default_factory=dict)
     es_best_fitness: float | None = None
+    best: Standing | None = None                     # keep_best: the best θ evaluated so far
 
 
 @dataclass

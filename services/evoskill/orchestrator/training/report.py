@@ -137,16 +137,23 @@ def _trained_on(m: EpochMetrics) -> str:
     return played if m.losses else f"{played}, {m.note or 'no update'}"
 
 
+def _serves(m: EpochMetrics) -> str:
+    """The θ serving after the epoch: the one evaluated, or (keep_best) the better one kept."""
+    serving = m.serving_version or m.policy_version  # records written before serving_version existed
+    return "-" if not serving else serving if serving == m.policy_version else f"[bold]{serving}[/bold] (kept)"
+
+
 def epoch_table(history: Sequence[EpochMetrics], title: str = "training") -> Table:
     """One row per epoch, numbered as in metrics.jsonl, TensorBoard and the curves (the rewards and every loss
     term are there and in report.json)."""
     caption = "epoch 0 = the start, before any training" if history and history[0].stage == "start" else None
-    table = Table("epoch", "stage", "trained on", "held-out by", "held-out success", "loss", "policy", title=title,
-                  caption=caption)
+    table = Table("epoch", "stage", "trained on", "held-out by", "held-out success", "loss", "policy", "serves",
+                  title=title, caption=caption)
     for m in history:
         table.add_row(str(m.epoch), m.stage, _trained_on(m), m.eval_agent or m.agent or "-",
                       f"{m.eval_success:.0%} of {m.eval_episodes}" if m.eval_episodes else "-",
-                      f"{m.losses['loss']:.3g}" if "loss" in m.losses else "-", m.policy_version or "-")
+                      f"{m.losses['loss']:.3g}" if "loss" in m.losses else "-", m.policy_version or "-",
+                      _serves(m))
     return table
 
 

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         EpochMetrics,
         LibraryResult,
         LibraryTask,
+        Standing,
         Task,
         TrainingInput,
         TrainingProgress,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         es_update,
         eval_agent_for,
         eval_tasks,
+        keeps_serving,
         sample_tasks,
         stages,
         summarise,
@@ -71,6 +73,8 @@ class TrainingWorkflow:
     def __init__(self, input: TrainingInput) -> None:
         self.params = input.params
         self.state = input.state
+        if not self.state.history and not self.state.policy_version:  # a fresh run (not a continue-as-new)
+            self.state.policy_version = input.params.start_policy
         self.phase = "starting"
         self.in_flight = 0
         self.epoch_results: list[EpisodeResult] = []
@@ -174,14 +178,14 @@ class TrainingWorkflow:
 
     async def _train(self, epoch: int, steps: int, episode_ids: list[str],
                      online_fraction: float | None) -> TrainResult:
-        """One Train through the learner (waiting for `episode_ids` to reach replay); θ's new version is used
-        from here on."""
+        """One Train through the learner (waiting for `episode_ids` to reach replay), starting from the θ that
+        serves; θ's new version is used from here on (until `_evaluate_and_record` says otherwise)."""
         p = self.params
         self.phase = "training"
         train: TrainResult = await workflow.execute_activity_method(
             TrainingActivities.train_policy,
             TrainTask(steps, p.batch_size, p.seed * 1000 + epoch + 1, episode_ids, p.train_wait_s,
-                      f"{workflow.info().workflow_id}-e{epoch}-train", online_fraction),
+                      f"{workflow.info().workflow_id}-e{epoch}-train", online_fraction, self.state.policy_version),
             start_to_close_timeout=timedelta(seconds=p.train_wait_s + 3600), retry_policy=TRAIN_RETRY,
             heartbeat_timeout=timedelta(seconds=p.heartbeat_timeout_s))
         if train.policy_version:
@@ -199,18 +203,33 @@ class TrainingWorkflow:
                                           for i, t in enumerate(eval_tasks(p.envs, p.eval_episodes))])
         self.state.eval_episodes += len(evaluated)
         trained, held_out = summarise(played), summarise(evaluated)
+        evaluated_version = self.state.policy_version
+        note = "; ".join(filter(None, [train.note, self._serve_best(Standing(evaluated_version, held_out.success,
+                                                                             held_out.mean_score))]))
         metrics = EpochMetrics(
             epoch=epoch, agent=agent, train_episodes=trained.episodes, train_mean_reward=trained.mean_reward,
             train_success=trained.success, train_mean_score=trained.mean_score, eval_episodes=held_out.episodes,
             eval_success=held_out.success, eval_mean_reward=held_out.mean_reward, eval_mean_score=held_out.mean_score,
-            policy_version=self.state.policy_version, losses=train.losses, samples=train.samples, note=train.note,
+            policy_version=evaluated_version, losses=train.losses, samples=train.samples, note=note,
             search=search or {}, es_fitness=fitness or [], stage=stage, eval_agent=eval_agent,
-            library_episodes=library_episodes)
+            library_episodes=library_episodes, serving_version=self.state.policy_version)
         self.phase = "recording"
         await workflow.execute_activity_method(
             TrainingActivities.record_epoch, args=[workflow.info().workflow_id, p.metrics_dir, metrics],
             start_to_close_timeout=timedelta(seconds=60), retry_policy=EPISODE_RETRY)
         self.state.history.append(metrics)
+
+    def _serve_best(self, candidate: Standing) -> str:
+        """keep_best: the best θ so far goes on serving (and the next Train starts from it) when `candidate` did
+        worse on the held-out games, so a bad update is not built upon; returns what to note, if anything."""
+        best = self.state.best
+        if self.params.keep_best and best is not None and best.version != candidate.version \
+                and keeps_serving(best, candidate):
+            self.state.policy_version = best.version
+            return (f"{best.version} kept serving: {candidate.version} won {candidate.success:.0%} of the held-out "
+                    f"games (score {candidate.score:.3f}) against {best.success:.0%} ({best.score:.3f})")
+        self.state.best = candidate
+        return ""
 
     async def _es_generation(self, epoch: int, tasks: list[Task], agent: str) -> tuple[list[EpisodeResult],
                                                                                        list[float]]:
