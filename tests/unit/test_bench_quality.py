@@ -68,7 +68,10 @@ def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
     assert suite.budget.simulations == 8 and suite.budget.library_episodes == 300
     assert suite.to_json(False)["budget"]["simulations"] == 8
     assert with_budget(suite, True, ["wall_time_s=60"]).quick.wall_time_s == 60.0
-    for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"]):
+    assert with_budget(suite, False, ["train_search=puct"]).budget.train_search == "puct"
+    online = with_budget(suite, False, ["online_epochs=2"]).budget.train_args("twx:coin", "v000001", 0)
+    assert online[online.index("--search-algorithm") + 1] == "gumbel" and "--eval-start" in online
+    for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"], ["train_search=mcts"]):
         with pytest.raises(ValueError, match="--budget"):
             with_budget(suite, False, bad)
 

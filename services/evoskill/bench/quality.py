@@ -111,10 +111,10 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
         seed_started = time.perf_counter()
         with stack(folder, overrides) as env:
             if theta_rows:
-                version, losses = train_theta(suite.env, budget, seed, library, env, folder)
+                version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
                 for row, agent in theta_rows:
                     row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
-                trained.append({"seed": seed, "policy_version": version, "losses": losses})
+                trained.append({"seed": seed, "policy_version": version, "losses": losses, "online_epochs": online})
                 console.print(f"seed {seed}: θ {version}: " + ", ".join(
                     f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
             if seed == first_seed:
@@ -130,22 +130,27 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
 
 
 def train_theta(env_spec: str, budget: Budget, seed: int, library: Path, env: dict[str, str],
-                folder: Path) -> tuple[str, dict[str, float]]:
+                folder: Path) -> tuple[str, dict[str, float], list[dict[str, Any]]]:
     """θ of one seed on the stack `env` reaches: the library imported, behaviour cloning on it, then the
-    online epochs where the budget has them. Returns the last version and the cloning's losses."""
+    online epochs where the budget has them. Returns the version that serves at the end, the cloning's losses
+    and the online epochs' records (which θ each evaluated on the dev games, how it did, which one serves)."""
     log = folder / "bench.log"
     _cli("library", "import", str(library), env=env, log=log)
     # Seed 0 would keep the learner's own draws: every training seed reseeds them (seed + 1).
     _cli("library", "train", "--steps", str(budget.gradient_steps), "--batch-size", str(budget.batch_size),
          "--seed", str(seed + 1), "--json", str(folder / "train.json"), env=env, log=log)
     reply = json.loads((folder / "train.json").read_text())
-    version = str(reply["policy_version"])
+    version, epochs = str(reply["policy_version"]), []
     if budget.online_epochs:
         report_dir = folder / "report"
         _cli("train", *budget.train_args(env_spec, version, seed), "--workflow-id", f"quality-{seed}",
              "--report-dir", str(report_dir), env=env, log=log)
-        version = str(json.loads((report_dir / "report.json").read_text())["policy_version"])
-    return version, {k: float(v) for k, v in reply.get("losses", {}).items()}
+        report = json.loads((report_dir / "report.json").read_text())
+        version = str(report["policy_version"])
+        epochs = [{k: m.get(k) for k in ("epoch", "stage", "train_success", "eval_success", "eval_mean_score",
+                                         "policy_version", "serving_version", "note")}
+                  for m in report.get("history", [])]
+    return version, {k: float(v) for k, v in reply.get("losses", {}).items()}, epochs
 
 
 def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict[str, Any],
