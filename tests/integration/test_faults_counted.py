@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -30,20 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
-from qdrant_client import QdrantClient
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from evoskill.clients.training import start_training
-from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.orchestrator.training.logic import TrainingParams, TrainingProgress, episode_id
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
-from evoskill.platform.bus import Subjects, connect_options
-from evoskill.platform.config import MemorySettings, Settings
+from evoskill.platform.config import MemorySettings
+from evoskill.stack.counts import read_stream, replay_ids, stop_for_good, stored_experiences
 from evoskill.stack.supervisor import Stack, read_state
 from tests.conftest import make_settings
 from tests.integration.test_self_healing import component, restarted
@@ -143,78 +139,7 @@ async def train_under_faults(stack: Stack, names: tuple[str, ...]) -> Run:
     return run
 
 
-# -- what each part holds ------------------------------------------------------------------------------------
-def replay_ids(settings: Settings, workflow_id: str) -> list[str]:
-    path = settings.state_dir / "learner" / "replay.sqlite"
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return [row[0] for row in db.execute("SELECT episode_id FROM episodes WHERE episode_id LIKE ?",
-                                             (f"{workflow_id}-%",))]
-
-
-@dataclass
-class StreamCounts:
-    steps: Counter[tuple[str, int]] = field(default_factory=Counter)  # step.executed per key
-    scored: Counter[tuple[str, int]] = field(default_factory=Counter)  # reward.scored per key
-    completed: dict[str, list[int]] = field(default_factory=dict)  # episode id -> steps of each completion
-    dead_letters: int = 0
-
-
-async def read_stream(stack: Stack, workflow_id: str) -> StreamCounts:
-    """Every message of the run on the stream, read one by one (as the learner's user: JetStream's API)."""
-    s = stack.settings
-    nc = await nats.connect(s.nats_url, connect_timeout=2, max_reconnect_attempts=0,
-                            **connect_options(stack.nats_settings("learner")))
-    counts = StreamCounts()
-    prefix = s.nats.subject_prefix
-    try:
-        js = nc.jetstream()
-        info = await js.stream_info(s.nats.stream)
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            msg = await js.get_msg(s.nats.stream, seq)
-            subject, data = msg.subject, msg.data or b""
-            if subject.startswith(f"{prefix}.{Subjects.DLQ}."):
-                counts.dead_letters += 1  # the run has the stream to itself
-            elif subject == f"{prefix}.{Subjects.STEP_EXECUTED}":
-                t = events_pb2.StepExecuted.FromString(data).transition
-                if t.episode_id.startswith(workflow_id):
-                    counts.steps[(t.episode_id, t.step_index)] += 1
-            elif subject == f"{prefix}.{Subjects.REWARD_SCORED}":
-                t = events_pb2.RewardScored.FromString(data).transition
-                if t.episode_id.startswith(workflow_id):
-                    counts.scored[(t.episode_id, t.step_index)] += 1
-            elif subject == f"{prefix}.{Subjects.EPISODE_COMPLETED}":
-                e = events_pb2.EpisodeCompleted.FromString(data)
-                if e.episode_id.startswith(workflow_id):
-                    counts.completed.setdefault(e.episode_id, []).append(len(e.steps))
-    finally:
-        await nc.close()
-    return counts
-
-
-def stored_experiences(settings: Settings, workflow_id: str) -> list[dict[str, Any]]:
-    """The run's experiences in Qdrant's local store (read once the memory service, its one owner, stopped)."""
-    client = QdrantClient(path=str(settings.qdrant_path))
-    try:
-        points, offset = [], None
-        while True:
-            page, offset = client.scroll(settings.qdrant.collection, limit=1000, offset=offset, with_payload=True)
-            points += [p.payload or {} for p in page]
-            if offset is None:
-                break
-    finally:
-        client.close()
-    return [p for p in points if str(p.get("episode_id", "")).startswith(workflow_id)]
-
-
-def stop_memory(stack: Stack) -> None:
-    """Stop the memory service for good (its Qdrant folder is then free to read): no restart."""
-    memory = next(c for c in stack.components if c.name == "memory")
-    assert memory.process is not None
-    memory.restarts.gave_up = True  # the supervisor leaves it down
-    memory.process.send_signal(signal.SIGTERM)
-    memory.process.wait(timeout=30)
-
-
+# -- what each part holds: evoskill.stack.counts ----------------------------------------------------------
 async def retried(handle: Handle) -> dict[str, list[int]]:
     """Per activity type, the attempt at which each activity retried by Temporal completed (history records
     the started event of the completing attempt only, with its number)."""
@@ -254,7 +179,7 @@ async def reconcile(run: Run) -> dict[str, Any]:
     assert stream.scored == stream.steps  # each published step scored once: a redelivery's publish is no copy
     assert stream.dead_letters == 0  # nothing of the run given up on
 
-    stop_memory(stack)
+    stop_for_good(stack, "memory")
     experiences = stored_experiences(stack.settings, workflow_id)
     keys = Counter((str(e["episode_id"]), int(e["step_index"])) for e in experiences)
     assert max(keys.values(), default=0) == 1, "an experience stored twice"

@@ -32,16 +32,29 @@ def planner(
 
 @bench_app.command("pipeline")
 def pipeline(
-    json_path: Path | None = typer.Option(None, "--json", help="Write episodes/min with telemetry off and on here."),
-    episodes: int = typer.Option(6, help="Timed episodes per mode (the same seeds in both)."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the figures here."),
+    episodes: int = typer.Option(6, min=1, help="Timed episodes per mode (the same seeds in both); with --load, "
+                                                "episodes in all."),
     env: str = typer.Option("twx:coin", help="Environment spec of every episode."),
-    simulations: int = typer.Option(16, help="MCTS simulations per step."),
-    max_steps: int = typer.Option(8, help="Steps per episode at most."),
-    rollout_depth: int = typer.Option(4, help="Rollout depth of the search."),
+    simulations: int = typer.Option(16, min=1, help="MCTS simulations per step."),
+    max_steps: int = typer.Option(8, min=1, help="Steps per episode at most."),
+    rollout_depth: int = typer.Option(4, min=0, help="Rollout depth of the search."),
     seed: int = typer.Option(1, help="Seed of the first episode; the others follow."),
+    load: bool = typer.Option(False, "--load", help="Instead: --episodes through the whole stack, --concurrency "
+                                                     "at a time; episodes/min, step latency, the reconciliation."),
+    concurrency: int = typer.Option(8, min=1, help="--load: episodes played at once."),
+    max_seconds: float = typer.Option(600.0, min=1.0, help="--load: no episode starts after this."),
+    agent: str = typer.Option("mcts", help="--load: the agent of every episode (random | mcts | policy | ...)."),
 ) -> None:
     """Episodes/min of the real pipeline (sandbox, reward, planner processes) with tracing and metrics
-    off and on, interleaved in one run."""
+    off and on, interleaved in one run; with --load, many concurrent episodes through the whole stack and
+    the counts of every store reconciled."""
+    if load:
+        from evoskill.bench.load import run_load_bench  # starts processes; imported only when run
+
+        if not run_load_bench(json_path, episodes, concurrency, env, agent, simulations, max_steps, max_seconds):
+            raise typer.Exit(1)
+        return
     from evoskill.bench.pipeline import run_pipeline_bench  # starts processes; imported only when run
 
     run_pipeline_bench(json_path, episodes, env, simulations, max_steps, rollout_depth, seed)
