@@ -318,12 +318,13 @@ def eval_cmd(
     json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
-    import json
+    import uuid
 
     import grpc
     from rich.progress import Progress
 
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
+    from evoskill.platform.provenance import write_report
 
     env = _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
                               parallel=parallel)
@@ -339,7 +340,11 @@ def eval_cmd(
         async with services(configured, console.print) as settings:
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations},
-                                 "max_steps": max_steps, "policy": policy})  # what the planner was asked to use
+                                 "max_steps": max_steps, "policy": policy},  # what the planner was asked to use
+                                budget={"episodes": episodes, "simulations": simulations, "max_steps": max_steps,
+                                        "parallel": parallel},
+                                seeds=list(range(seed_offset, seed_offset + episodes)))
+            run = uuid.uuid4().hex[:8]  # episode ids of this evaluation: eval-<run>-<seed>
             slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
@@ -348,33 +353,34 @@ def eval_cmd(
                     async with slots:
                         request = episode_request(env, seed, fold, agent, simulations, max_steps,
                                                   policy_version=policy)
+                        request.episode_id = f"eval-{run}-{seed}"
                         try:
                             outcome = await play(settings, request)
                         except grpc.aio.AioRpcError as exc:  # one failed episode does not void the others
                             outcome = EpisodeOutcome(seed, False, 0.0, 0, 0, 0.0,
-                                                     error=f"{exc.code().name}: {exc.details()}")
+                                                     error=f"{exc.code().name}: {exc.details()}",
+                                                     episode_id=request.episode_id)
                             console.print(f"seed {seed}: {outcome.error}")
                             if exc.code().name in BAD_REQUEST_CODES:
                                 refused.append(outcome.error)
                         progress.advance(task)
                         return outcome
 
-                seeds = range(seed_offset, seed_offset + episodes)
-                report.episodes = list(await asyncio.gather(*(one(seed) for seed in seeds)))
+                report.episodes = list(await asyncio.gather(*(one(seed) for seed in report.seeds)))
         table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps",
                       "planner share")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
                       f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}", f"{report.planner_share:.0%}")
         console.print(table)
-        if errors := sum(bool(e.error) for e in report.episodes):
-            console.print(f"{errors} episode(s) failed in the services and count as lost with score 0")
         if json_path is not None:
-            json_path.write_text(json.dumps(report.to_json(), indent=2))
-            console.print(f"wrote {json_path}")
+            used = settings.search.model_copy(update={"num_simulations": simulations, "max_episode_steps": max_steps})
+            write_report(json_path, report.to_json(), settings.model_copy(update={"search": used}))
+            console.print(f"wrote {json_path} (each episode's id and trace id: `evoskill trace --episode ID`)")
         if refused:
             _fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
-        if all(e.error for e in report.episodes):
-            _fail("every episode failed in the services; see the errors above")
+        if errors := sum(bool(e.error) for e in report.episodes):  # a script must not read a broken run as a score
+            _fail(f"{errors} of {len(report.episodes)} episode(s) failed in the services (counted as lost, score 0); "
+                  "see the errors above")
 
     _run_client(main)
 

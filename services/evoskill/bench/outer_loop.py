@@ -33,6 +33,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
 from evoskill.stack.supervisor import free_ports
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
@@ -155,7 +157,7 @@ def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, bas
     result = summary(args, seeds, [*baselines, theta_search, theta_alone], curves, train_args)
     show(console, result)
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2))
+        write_report(json_path, result, Settings())
         console.print(f"wrote {json_path}")
     return result
 
