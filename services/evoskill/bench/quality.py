@@ -153,7 +153,8 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
                     trained: list[dict[str, Any]], wall: dict[str, float], overrides: dict[str, str]) -> dict[str, Any]:
     agents = []
     for row in rows:
-        entry: dict[str, Any] = {"agent": row.agent, "simulations": row.simulations, "runs": len(row.success)}
+        entry: dict[str, Any] = {"agent": row.agent, "simulations": row.simulations, "runs": len(row.success),
+                                 "failed_episodes": sum(row.errors)}
         per_step = [e / s for e, s in zip(row.env_steps, row.steps, strict=False) if s]
         for name, values in (("success", row.success), ("score", row.score), ("env_steps", row.env_steps),
                              ("env_steps_per_step", per_step), ("planner_share", row.planner_share)):
