@@ -44,7 +44,8 @@ def test_missing_config_file_names_the_file(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize(
     ("variable", "value", "says"),
     [
-        ("EVOSKILL_SEARCH__C_PCUT", "1", "setting search.c_pcut (EVOSKILL_SEARCH__C_PCUT): Extra inputs"),
+        ("EVOSKILL_SEARCH__C_PCUT", "1", "search.c_pcut (EVOSKILL_SEARCH__C_PCUT) is not a setting; did you mean "
+         "search.c_puct (EVOSKILL_SEARCH__C_PUCT)?"),
         ("EVOSKILL_SEARCH__C_PUCT", "nan", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a finite"),
         ("EVOSKILL_SEARCH__C_PUCT", "abc", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a valid"),
     ],
@@ -108,3 +109,37 @@ def test_memory_profiles_extend_the_builtin_and_the_default_must_be_one(tmp_path
     path.write_text("memory:\n  profiles:\n    wild: {diversity: 2.0}\n")
     with pytest.raises(ValidationError, match="diversity"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("file", "variable", "says"),
+    [
+        ("", "EVOSKILL_SERCH__C_PUCT=1", "EVOSKILL_SERCH__C_PUCT is not a setting; did you mean search "
+         "(EVOSKILL_SEARCH__…)?"),
+        ("serch:\n  c_puct: 1\n", "", "'serch' is not a setting; did you mean search (EVOSKILL_SEARCH__…)?"),
+        ("search:\n  c_pcut: 1\n", "", "search.c_pcut (EVOSKILL_SEARCH__C_PCUT) is not a setting; did you mean "
+         "search.c_puct (EVOSKILL_SEARCH__C_PUCT)?"),
+        ("", "EVOSKILL_LEARNER__HIDEN=8", "did you mean learner.hidden (EVOSKILL_LEARNER__HIDDEN)?"),
+    ],
+)
+def test_cli_refuses_a_misspelt_key_in_a_file_or_the_environment_with_a_suggestion(
+        file: str, variable: str, says: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}
+    if file:
+        (tmp_path / "evoskill.yaml").write_text(file)
+        env["EVOSKILL_CONFIG_FILE"] = str(tmp_path / "evoskill.yaml")
+    if variable:
+        name, value = variable.split("=")
+        env[name] = value
+    proc = subprocess.run([sys.executable, "-m", "evoskill", "config"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and line.endswith(says)
+
+
+def test_variables_that_are_no_settings_group_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nats-server's password variables and a key named by llm.api_key_env share the prefix, without `__`
+    monkeypatch.setenv("EVOSKILL_NATS_PASSWORD_PLANNER", "x")
+    monkeypatch.setenv("EVOSKILL_TEST_LLM_KEY", "y")
+    assert Settings().search.num_simulations > 0
