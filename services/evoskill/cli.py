@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -31,24 +32,40 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+class ConfigFormat(StrEnum):
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
 @app.command("config")
 def config_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable: one object per setting")] = False,
+    output: Annotated[ConfigFormat, typer.Option("--format", help="table, or yaml/json (one entry per setting)")]
+    = ConfigFormat.table,
+    as_json: Annotated[bool, typer.Option("--json", help="as --format json")] = False,
 ) -> None:
-    """Every setting with the value in effect (defaults < EVOSKILL_CONFIG_FILE < environment), its default,
-    the variable that sets it and its meaning; changed values are bold."""
+    """Every setting with the value in effect (defaults < EVOSKILL_CONFIG_FILE < environment), where it came
+    from, its default, the variable that sets it and its meaning; changed values are bold."""
     import json
 
-    rows = describe(Settings())
-    if as_json:
-        print(json.dumps([{"name": r.name, "value": _plain(r.value), "default": _plain(r.default),
-                           "variable": r.variable, "meaning": r.meaning} for r in rows], indent=1))
+    import yaml
+
+    from evoskill.platform.config import config_file_data, source_of
+
+    rows, data = describe(Settings()), config_file_data()
+    entries = [{"name": r.name, "value": _plain(r.value), "source": source_of(r, data), "default": _plain(r.default),
+                "variable": r.variable, "meaning": r.meaning} for r in rows]
+    if as_json or output is ConfigFormat.json:
+        print(json.dumps(entries, indent=1))
         return
-    table = Table("setting", "in effect", "default", "variable", "meaning")
-    for r in rows:
+    if output is ConfigFormat.yaml:
+        print(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), end="")
+        return
+    table = Table("setting", "in effect", "from", "default", "variable", "meaning")
+    for r, entry in zip(rows, entries, strict=True):
         changed = r.value != r.default
-        value = f"[bold]{_plain(r.value)}[/bold]" if changed else str(_plain(r.value))
-        table.add_row(r.name, value, str(_plain(r.default)), r.variable, r.meaning)
+        value = f"[bold]{entry['value']}[/bold]" if changed else str(entry["value"])
+        table.add_row(r.name, value, str(entry["source"]), str(entry["default"]), r.variable, r.meaning)
     Console(width=max(console.width, 220)).print(table)  # never cut a setting's name
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from evoskill.core.errors import InvalidInput
@@ -143,3 +144,26 @@ def test_variables_that_are_no_settings_group_are_left_alone(monkeypatch: pytest
     monkeypatch.setenv("EVOSKILL_NATS_PASSWORD_PLANNER", "x")
     monkeypatch.setenv("EVOSKILL_TEST_LLM_KEY", "y")
     assert Settings().search.num_simulations > 0
+
+
+def test_config_says_where_each_value_came_from_as_yaml_json_or_a_table(tmp_path: Path) -> None:
+    (tmp_path / "evoskill.yaml").write_text("search:\n  c_puct: 3.0\n  gamma: 0.9\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}, "COLUMNS": "250",
+           "EVOSKILL_CONFIG_FILE": str(tmp_path / "evoskill.yaml"), "EVOSKILL_SEARCH__GAMMA": "0.8"}
+
+    def config(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "evoskill", "config", *args], env=env, capture_output=True,
+                              text=True, timeout=120, check=True)
+        return proc.stdout
+
+    for listed in (json.loads(config("--format", "json")), yaml.safe_load(config("--format", "yaml"))):
+        rows = {r["name"]: r for r in listed}
+        assert (rows["search.c_puct"]["value"], rows["search.c_puct"]["source"]) == (3.0, "file")
+        assert (rows["search.gamma"]["value"], rows["search.gamma"]["source"]) == (0.8, "environment")
+        assert rows["learner.lr"]["source"] == "default"
+        assert rows["search.gamma"]["variable"] == "EVOSKILL_SEARCH__GAMMA"
+    line = next(ln for ln in config().splitlines() if "search.c_puct" in ln)
+    assert "3.0" in line and "file" in line and "EVOSKILL_SEARCH__C_PUCT" in line
+    bad = subprocess.run([sys.executable, "-m", "evoskill", "config", "--format", "xml"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "xml" in bad.stderr

@@ -524,6 +524,25 @@ class SettingRow:
     meaning: str
 
 
+def source_of(row: SettingRow, file_data: dict[str, Any]) -> str:
+    """Where a setting's value in effect comes from: its variable, the settings file, or the default (the
+    environment wins over the file, the file over the default)."""
+    if row.variable in os.environ:
+        return "environment"
+    node: Any = file_data
+    for part in row.name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return "default"
+        node = node[part]
+    return "file"
+
+
+def config_file_data() -> dict[str, Any]:
+    """What EVOSKILL_CONFIG_FILE holds ({} without one), read as Settings reads it."""
+    data = _FileSource(Settings)()
+    return data
+
+
 def describe(settings: BaseModel | None = None, prefix: str = "") -> list[SettingRow]:
     """Every setting with the value in effect, its default, its variable and its meaning
     (`evoskill config` and the docs); `settings` defaults to the defaults."""
