@@ -352,6 +352,7 @@ def eval_cmd(
             _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
     configured = Settings()
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
+    written: list[Path] = []
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
@@ -362,6 +363,17 @@ def eval_cmd(
                                         "parallel": parallel},
                                 seeds=list(range(seed_offset, seed_offset + episodes)))
             run = uuid.uuid4().hex[:8]  # episode ids of this evaluation: eval-<run>-<seed>
+            played: dict[int, EpisodeOutcome] = {}
+
+            def write() -> None:
+                if json_path is None:
+                    return
+                used = settings.search.model_copy(update={"num_simulations": simulations,
+                                                          "max_episode_steps": max_steps})
+                write_report(json_path, report.to_json(), settings.model_copy(update={"search": used}))
+                written.append(json_path)
+                console.print(f"wrote {json_path} (each episode's id and trace id: `evoskill trace --episode ID`)")
+
             slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
@@ -381,25 +393,32 @@ def eval_cmd(
                             if exc.code().name in BAD_REQUEST_CODES:
                                 refused.append(outcome.error)
                         progress.advance(task)
+                        played[seed] = outcome
                         return outcome
 
-                report.episodes = list(await asyncio.gather(*(one(seed) for seed in report.seeds)))
+                try:
+                    report.episodes = list(await asyncio.gather(*(one(seed) for seed in report.seeds)))
+                except asyncio.CancelledError:  # Ctrl-C: the episodes already played are kept
+                    report.episodes = [played[seed] for seed in report.seeds if seed in played]
+                    report.interrupted = True
+                    write()
+                    raise
         table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps",
                       "planner share")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
                       f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}", f"{report.planner_share:.0%}")
         console.print(table)
-        if json_path is not None:
-            used = settings.search.model_copy(update={"num_simulations": simulations, "max_episode_steps": max_steps})
-            write_report(json_path, report.to_json(), settings.model_copy(update={"search": used}))
-            console.print(f"wrote {json_path} (each episode's id and trace id: `evoskill trace --episode ID`)")
+        write()
         if refused:
             _fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
         if errors := sum(bool(e.error) for e in report.episodes):  # a script must not read a broken run as a score
             _fail(f"{errors} of {len(report.episodes)} episode(s) failed in the services (counted as lost, score 0); "
                   "see the errors above")
 
-    _run_client(main)
+    try:
+        _run_client(main)
+    except KeyboardInterrupt:
+        _fail(f"interrupted: the episodes played so far are in {written[0]}" if written else "interrupted", 130)
 
 
 @app.command("envs")

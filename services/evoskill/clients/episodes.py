@@ -40,6 +40,7 @@ class EvalReport:
     settings: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, int] = field(default_factory=dict)  # what the command allowed: episodes, simulations, steps
     seeds: list[int] = field(default_factory=list)  # the episodes' seeds, in order
+    interrupted: bool = False  # stopped (Ctrl-C) before every seed was played: `episodes` holds those that were
 
     @property
     def success_rate(self) -> float:
@@ -67,7 +68,7 @@ class EvalReport:
             "planner_share": self.planner_share,
             "errors": sum(bool(e.error) for e in self.episodes),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings, "budget": self.budget,
-            "seeds": self.seeds,
+            "seeds": self.seeds, "interrupted": self.interrupted,
         }
 
 
