@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -31,24 +32,40 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+class ConfigFormat(StrEnum):
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
 @app.command("config")
 def config_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable: one object per setting")] = False,
+    output: Annotated[ConfigFormat, typer.Option("--format", help="table, or yaml/json (one entry per setting)")]
+    = ConfigFormat.table,
+    as_json: Annotated[bool, typer.Option("--json", help="as --format json")] = False,
 ) -> None:
-    """Every setting with the value in effect (defaults < EVOSKILL_CONFIG_FILE < environment), its default,
-    the variable that sets it and its meaning; changed values are bold."""
+    """Every setting with the value in effect (defaults < EVOSKILL_CONFIG_FILE < environment), where it came
+    from, its default, the variable that sets it and its meaning; changed values are bold."""
     import json
 
-    rows = describe(Settings())
-    if as_json:
-        print(json.dumps([{"name": r.name, "value": _plain(r.value), "default": _plain(r.default),
-                           "variable": r.variable, "meaning": r.meaning} for r in rows], indent=1))
+    import yaml
+
+    from evoskill.platform.config import config_file_data, source_of
+
+    rows, data = describe(Settings()), config_file_data()
+    entries = [{"name": r.name, "value": _plain(r.value), "source": source_of(r, data), "default": _plain(r.default),
+                "variable": r.variable, "meaning": r.meaning} for r in rows]
+    if as_json or output is ConfigFormat.json:
+        print(json.dumps(entries, indent=1))
         return
-    table = Table("setting", "in effect", "default", "variable", "meaning")
-    for r in rows:
+    if output is ConfigFormat.yaml:
+        print(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), end="")
+        return
+    table = Table("setting", "in effect", "from", "default", "variable", "meaning")
+    for r, entry in zip(rows, entries, strict=True):
         changed = r.value != r.default
-        value = f"[bold]{_plain(r.value)}[/bold]" if changed else str(_plain(r.value))
-        table.add_row(r.name, value, str(_plain(r.default)), r.variable, r.meaning)
+        value = f"[bold]{entry['value']}[/bold]" if changed else str(entry["value"])
+        table.add_row(r.name, value, str(entry["source"]), str(entry["default"]), r.variable, r.meaning)
     Console(width=max(console.width, 220)).print(table)  # never cut a setting's name
 
 
@@ -318,12 +335,13 @@ def eval_cmd(
     json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
-    import json
+    import uuid
 
     import grpc
     from rich.progress import Progress
 
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
+    from evoskill.platform.provenance import write_report
 
     env = _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
                               parallel=parallel)
@@ -334,12 +352,28 @@ def eval_cmd(
             _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
     configured = Settings()
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
+    written: list[Path] = []
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations},
-                                 "max_steps": max_steps, "policy": policy})  # what the planner was asked to use
+                                 "max_steps": max_steps, "policy": policy},  # what the planner was asked to use
+                                budget={"episodes": episodes, "simulations": simulations, "max_steps": max_steps,
+                                        "parallel": parallel},
+                                seeds=list(range(seed_offset, seed_offset + episodes)))
+            run = uuid.uuid4().hex[:8]  # episode ids of this evaluation: eval-<run>-<seed>
+            played: dict[int, EpisodeOutcome] = {}
+
+            def write() -> None:
+                if json_path is None:
+                    return
+                used = settings.search.model_copy(update={"num_simulations": simulations,
+                                                          "max_episode_steps": max_steps})
+                write_report(json_path, report.to_json(), settings.model_copy(update={"search": used}))
+                written.append(json_path)
+                console.print(f"wrote {json_path} (each episode's id and trace id: `evoskill trace --episode ID`)")
+
             slots = asyncio.Semaphore(max(parallel, 1))
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
@@ -348,35 +382,43 @@ def eval_cmd(
                     async with slots:
                         request = episode_request(env, seed, fold, agent, simulations, max_steps,
                                                   policy_version=policy)
+                        request.episode_id = f"eval-{run}-{seed}"
                         try:
                             outcome = await play(settings, request)
                         except grpc.aio.AioRpcError as exc:  # one failed episode does not void the others
                             outcome = EpisodeOutcome(seed, False, 0.0, 0, 0, 0.0,
-                                                     error=f"{exc.code().name}: {exc.details()}")
+                                                     error=f"{exc.code().name}: {exc.details()}",
+                                                     episode_id=request.episode_id)
                             console.print(f"seed {seed}: {outcome.error}")
                             if exc.code().name in BAD_REQUEST_CODES:
                                 refused.append(outcome.error)
                         progress.advance(task)
+                        played[seed] = outcome
                         return outcome
 
-                seeds = range(seed_offset, seed_offset + episodes)
-                report.episodes = list(await asyncio.gather(*(one(seed) for seed in seeds)))
+                try:
+                    report.episodes = list(await asyncio.gather(*(one(seed) for seed in report.seeds)))
+                except asyncio.CancelledError:  # Ctrl-C: the episodes already played are kept
+                    report.episodes = [played[seed] for seed in report.seeds if seed in played]
+                    report.interrupted = True
+                    write()
+                    raise
         table = Table("env", "agent", "fold", "episodes", "simulations", "success", "mean score", "mean env steps",
                       "planner share")
         table.add_row(env, agent, fold, str(len(report.episodes)), str(simulations), f"{report.success_rate:.0%}",
                       f"{report.mean_score:.3f}", f"{report.mean_env_steps:.0f}", f"{report.planner_share:.0%}")
         console.print(table)
-        if errors := sum(bool(e.error) for e in report.episodes):
-            console.print(f"{errors} episode(s) failed in the services and count as lost with score 0")
-        if json_path is not None:
-            json_path.write_text(json.dumps(report.to_json(), indent=2))
-            console.print(f"wrote {json_path}")
+        write()
         if refused:
             _fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
-        if all(e.error for e in report.episodes):
-            _fail("every episode failed in the services; see the errors above")
+        if errors := sum(bool(e.error) for e in report.episodes):  # a script must not read a broken run as a score
+            _fail(f"{errors} of {len(report.episodes)} episode(s) failed in the services (counted as lost, score 0); "
+                  "see the errors above")
 
-    _run_client(main)
+    try:
+        _run_client(main)
+    except KeyboardInterrupt:
+        _fail(f"interrupted: the episodes played so far are in {written[0]}" if written else "interrupted", 130)
 
 
 @app.command("envs")

@@ -161,7 +161,7 @@ def attach(
             result = await follow(run, console, folder, stop_on_interrupt=False)
         except WorkflowFailureError as exc:
             raise RunsError(f"run {run_id} ended without a result: {failure_message(exc)}") from exc
-        write_report(result, folder, console, params)
+        write_report(result, folder, console, params, settings=settings)
 
     try:
         _run(main)

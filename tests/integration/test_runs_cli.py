@@ -104,6 +104,9 @@ async def test_detached_runs_are_paused_shown_listed_resumed_attached_and_cancel
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["epochs_completed"] == 1 and report["episodes_played"] == 2
     assert report["params"]["envs"] == ["twx:coin"]
+    # what ran beside what it did: the settings the command followed the run with, versions, git revision
+    assert report["run"]["settings"]["temporal"]["task_queue"] == stack.settings.temporal.task_queue
+    assert {"evoskill", "git_revision", "libraries"} <= set(report["run"])
     progress = await query_progress(handle)
     assert progress is not None and progress.phase == "done"
 

@@ -4,12 +4,15 @@ to the consumers of the episode's events: real Temporal, nats-server and service
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
+from evoskill.events.v1 import events_pb2
 from evoskill.orchestrator.training.logic import TrainingInput, TrainingParams, TrainingResult
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
@@ -73,6 +76,12 @@ def follows(chain: Sequence[Span], path: Sequence[Match]) -> bool:
     return not remaining
 
 
+def stored_episode(settings: Settings, episode_id: str) -> events_pb2.EpisodeCompleted:
+    with contextlib.closing(sqlite3.connect(settings.state_dir / "learner" / "replay.sqlite")) as db:
+        (payload,) = db.execute("SELECT payload FROM episodes WHERE episode_id = ?", (episode_id,)).fetchone()
+    return events_pb2.EpisodeCompleted.FromString(payload)
+
+
 @pytest.fixture
 async def stack(settings: Settings):  # type: ignore[no-untyped-def]
     settings = isolated(settings)
@@ -98,9 +107,9 @@ async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings,
     # One epoch of one episode, no training and no evaluation: the workflow's episode is the whole trace below.
     params = TrainingParams(envs=["twx:coin"], epochs=1, episodes_per_epoch=1, eval_episodes=0, simulations=8,
                             max_steps=4, train=False, seed=3)
+    workflow_id = f"trace-{uuid.uuid4().hex[:8]}"
     trained: TrainingResult = await client.execute_workflow(
-        TrainingWorkflow.run, TrainingInput(params),
-        id=f"trace-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue,
+        TrainingWorkflow.run, TrainingInput(params), id=workflow_id, task_queue=settings.temporal.task_queue,
     )
     (episode_id,) = trained.episode_ids
 
@@ -121,7 +130,11 @@ async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings,
     by_id = {s.context.span_id: s for s in everything}
     (episode,) = [s for s in everything if s.name == "planner.episode"]
     assert episode.attributes["evoskill.episode_id"] == episode_id
+    assert episode.attributes["evoskill.workflow_id"] == workflow_id
     trace_id = episode.context.trace_id
+    # The episode as the learner stored it names its trace and workflow (`evoskill trace`, `evoskill runs show`).
+    stored = stored_episode(settings, episode_id)
+    assert (stored.trace_id, stored.workflow_id) == (format(trace_id, "032x"), workflow_id)
     (root,) = finished(named("StartWorkflow:TrainingWorkflow"))
     assert root.context.trace_id == trace_id and root.parent is None
     (run,) = finished(named("RunWorkflow:TrainingWorkflow"))

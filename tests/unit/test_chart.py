@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import compose_spec
 import helm_python as helm
 import kubernetes_validate
 import pytest
@@ -563,6 +564,67 @@ def test_dockerfile_matches_the_chart() -> None:
     assert "EVOSKILL_STATE_DIR=/var/lib/evoskill" in dockerfile
 
 
+# The Compose Specification's variable forms ("Interpolation"): $$, ${VAR}, ${VAR:-default}, ${VAR-default}, $VAR
+_VARIABLE = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>\w+)(?:(?P<op>:?-)(?P<default>[^}]*))?\}|(?P<bare>\w+))")
+
+
+def interpolated(text: str, environment: dict[str, str]) -> str:
+    """The file as Compose reads it with `environment`: every variable replaced, `$$` left as one `$`."""
+
+    def value(m: re.Match[str]) -> str:
+        if m["escaped"]:
+            return "$"
+        name = m["braced"] or m["bare"]
+        given = environment.get(name)
+        if (m["op"] == ":-" and not given) or (m["op"] == "-" and given is None):
+            return m["default"]
+        assert given is not None, f"${{{name}}} has no default: `docker compose up` needs it set"
+        return given
+
+    return _VARIABLE.sub(value, text)
+
+
+def validated_compose(text: str) -> compose_spec.PyCompose:
+    """Parsed and checked against the Compose Specification by the compose_spec crate (strict: a misspelt key,
+    a bad duration, port, restart policy or depends_on condition fails), after Compose's interpolation."""
+    parsed = compose_spec.PyOptions(apply_merge=True).from_yaml(interpolated(text, {}))
+    parsed.validate()  # networks, volumes, configs and secrets that services use are defined
+    return parsed
+
+
+def test_docker_compose_follows_the_compose_specification() -> None:
+    parsed = validated_compose(COMPOSE.read_text()).to_dict()
+    assert set(parsed["services"]) == set(compose()["services"])
+    assert parsed["services"]["nats"]["healthcheck"]["start_period"] == "10s"  # the merge key's override wins
+    named = set(parsed.get("volumes") or {})
+    for name, svc in parsed["services"].items():
+        for mount in svc.get("volumes") or []:
+            source = mount.get("source", "") if isinstance(mount, dict) else str(mount).split(":")[0]
+            if source and not source.startswith((".", "/", "~")):  # a named volume, not a bind mount
+                assert source in named, f"{name} mounts undefined volume {source!r}"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (("    restart: unless-stopped\n    ports:", "    restart: sometimes\n    ports:"), "restart"),
+        (("  interval: 15s", "  interval: 15 seconds"), "duration"),
+        (("    command: [\"sandbox\"]", "    comand: [\"sandbox\"]"), "misspelt key"),
+        (("        condition: service_healthy", "        condition: service_ready"), "depends_on condition"),
+    ],
+)
+def test_the_compose_check_catches_mistakes(change: tuple[str, str], reason: str) -> None:
+    text = COMPOSE.read_text()
+    assert change[0] in text, reason
+    with pytest.raises(ValueError):  # the crate's one error type
+        validated_compose(text.replace(change[0], change[1], 1))
+
+
+def test_compose_interpolation_follows_the_specification() -> None:
+    assert interpolated("${A:-x} ${A-y} $$A ${B:-d} ${B-e} $A", {"A": "", "B": "b"}) == "x  $A b b "
+    assert interpolated("${IMAGE:-nats:2.11-alpine}", {}) == "nats:2.11-alpine"
+
+
 def _compose_plugin() -> str | None:
     docker = shutil.which("docker")
     if docker is None:
@@ -572,9 +634,11 @@ def _compose_plugin() -> str | None:
 
 
 def test_docker_compose_config_is_valid() -> None:
+    """Docker's own check, beside the specification's above, where a Compose plugin exists."""
     docker = _compose_plugin()
     if docker is None:
-        pytest.skip("no docker client with the compose plugin here (`docker compose version` fails)")
+        pytest.skip("no docker client with the compose plugin here (`docker compose version` fails); "
+                    "test_docker_compose_follows_the_compose_specification checks the file without it")
     result = subprocess.run(
         [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"],
         cwd=ROOT,

@@ -51,3 +51,36 @@ def test_eval_json_folder_that_cannot_exist(tmp_path: Path, monkeypatch: pytest.
 def test_health_of_an_unknown_service_is_one_line() -> None:
     result = CliRunner().invoke(app, ["health", "foo"])
     assert result.exit_code == 2 and "unknown service 'foo'" in result.output
+
+
+def test_eval_exits_1_saying_how_many_episodes_failed_and_keeps_them_in_the_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner stands in here: seed 1's episode fails in the services, the others are played."""
+    import contextlib
+    import json
+
+    import grpc
+
+    from evoskill.clients import episodes
+
+    @contextlib.asynccontextmanager
+    async def running(settings, say):  # type: ignore[no-untyped-def]
+        yield settings
+
+    async def play(settings, request):  # type: ignore[no-untyped-def]
+        if request.seed == 1:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                       details="the sandbox's worker died")
+        return episodes.EpisodeOutcome(request.seed, True, 1.0, 3, 3, 1.0, episode_id=request.episode_id,
+                                       trace_id="ab" * 16)
+
+    monkeypatch.setattr(episodes, "services", running)
+    monkeypatch.setattr(episodes, "play", play)
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, ["eval", *COIN, "--episodes", "3", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 1, result.output
+    assert "1 of 3 episode(s) failed in the services" in result.output and "Traceback" not in result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["errors"] == 1 and report["success_rate"] == 2 / 3
+    failed = report["episodes"][1]
+    assert failed["error"] == "INTERNAL: the sandbox's worker died" and failed["episode_id"].endswith("-1")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from evoskill.core.errors import InvalidInput
@@ -44,7 +45,8 @@ def test_missing_config_file_names_the_file(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize(
     ("variable", "value", "says"),
     [
-        ("EVOSKILL_SEARCH__C_PCUT", "1", "setting search.c_pcut (EVOSKILL_SEARCH__C_PCUT): Extra inputs"),
+        ("EVOSKILL_SEARCH__C_PCUT", "1", "search.c_pcut (EVOSKILL_SEARCH__C_PCUT) is not a setting; did you mean "
+         "search.c_puct (EVOSKILL_SEARCH__C_PUCT)?"),
         ("EVOSKILL_SEARCH__C_PUCT", "nan", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a finite"),
         ("EVOSKILL_SEARCH__C_PUCT", "abc", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): Input should be a valid"),
     ],
@@ -108,3 +110,60 @@ def test_memory_profiles_extend_the_builtin_and_the_default_must_be_one(tmp_path
     path.write_text("memory:\n  profiles:\n    wild: {diversity: 2.0}\n")
     with pytest.raises(ValidationError, match="diversity"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("file", "variable", "says"),
+    [
+        ("", "EVOSKILL_SERCH__C_PUCT=1", "EVOSKILL_SERCH__C_PUCT is not a setting; did you mean search "
+         "(EVOSKILL_SEARCH__…)?"),
+        ("serch:\n  c_puct: 1\n", "", "'serch' is not a setting; did you mean search (EVOSKILL_SEARCH__…)?"),
+        ("search:\n  c_pcut: 1\n", "", "search.c_pcut (EVOSKILL_SEARCH__C_PCUT) is not a setting; did you mean "
+         "search.c_puct (EVOSKILL_SEARCH__C_PUCT)?"),
+        ("", "EVOSKILL_LEARNER__HIDEN=8", "did you mean learner.hidden (EVOSKILL_LEARNER__HIDDEN)?"),
+    ],
+)
+def test_cli_refuses_a_misspelt_key_in_a_file_or_the_environment_with_a_suggestion(
+        file: str, variable: str, says: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}
+    if file:
+        (tmp_path / "evoskill.yaml").write_text(file)
+        env["EVOSKILL_CONFIG_FILE"] = str(tmp_path / "evoskill.yaml")
+    if variable:
+        name, value = variable.split("=")
+        env[name] = value
+    proc = subprocess.run([sys.executable, "-m", "evoskill", "config"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and line.endswith(says)
+
+
+def test_variables_that_are_no_settings_group_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nats-server's password variables and a key named by llm.api_key_env share the prefix, without `__`
+    monkeypatch.setenv("EVOSKILL_NATS_PASSWORD_PLANNER", "x")
+    monkeypatch.setenv("EVOSKILL_TEST_LLM_KEY", "y")
+    assert Settings().search.num_simulations > 0
+
+
+def test_config_says_where_each_value_came_from_as_yaml_json_or_a_table(tmp_path: Path) -> None:
+    (tmp_path / "evoskill.yaml").write_text("search:\n  c_puct: 3.0\n  gamma: 0.9\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}, "COLUMNS": "250",
+           "EVOSKILL_CONFIG_FILE": str(tmp_path / "evoskill.yaml"), "EVOSKILL_SEARCH__GAMMA": "0.8"}
+
+    def config(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "evoskill", "config", *args], env=env, capture_output=True,
+                              text=True, timeout=120, check=True)
+        return proc.stdout
+
+    for listed in (json.loads(config("--format", "json")), yaml.safe_load(config("--format", "yaml"))):
+        rows = {r["name"]: r for r in listed}
+        assert (rows["search.c_puct"]["value"], rows["search.c_puct"]["source"]) == (3.0, "file")
+        assert (rows["search.gamma"]["value"], rows["search.gamma"]["source"]) == (0.8, "environment")
+        assert rows["learner.lr"]["source"] == "default"
+        assert rows["search.gamma"]["variable"] == "EVOSKILL_SEARCH__GAMMA"
+    line = next(ln for ln in config().splitlines() if "search.c_puct" in ln)
+    assert "3.0" in line and "file" in line and "EVOSKILL_SEARCH__C_PUCT" in line
+    bad = subprocess.run([sys.executable, "-m", "evoskill", "config", "--format", "xml"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "xml" in bad.stderr

@@ -175,3 +175,25 @@ def test_priorities_route_to_the_right_buffer() -> None:
 
 def test_policy_version_number() -> None:
     assert [policy_version_number(v) for v in ("v000012", "12", "", "policy-v3.onnx")] == [12, 12, 0, 3]
+
+
+def test_environments_count_the_episodes_in_replay_across_evictions_and_restarts(tmp_path: Path) -> None:
+    def played(episode_id: str, env: str, won: bool = False) -> EpisodeCompleted:
+        episode = _one_step(episode_id, won=won)
+        episode.env_spec = env
+        return episode
+
+    path = tmp_path / "replay.sqlite"
+    replay = MixedReplay(path, capacity=2)
+    replay.add(played("a", "twx:coin"), version=1)
+    replay.add(played("b", "twx:coin", won=True), version=1)
+    replay.add(played("c", "tw:cook"), version=5)  # evicts a
+    replay.add(played("d", "twx:simon"), offline=True)
+    assert replay.environments() == {"twx:coin": 1, "tw:cook": 1, "twx:simon": 1}
+    replay.evict_stale(current_version=5, max_age=2)  # b, a win, moves to the library: still trained on
+    assert replay.environments() == {"twx:coin": 1, "tw:cook": 1, "twx:simon": 1}
+    replay.close()
+    reopened = MixedReplay(path, capacity=2)
+    reopened.load()
+    assert reopened.environments() == {"twx:coin": 1, "tw:cook": 1, "twx:simon": 1}
+    reopened.close()

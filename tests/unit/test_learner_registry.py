@@ -33,3 +33,14 @@ def test_index_survives_a_new_registry_object_and_only_newer_versions_publish(tm
         reopened.add(2, tmp_path / "policy-v000002.onnx", {})
     with pytest.raises(NotFound, match="not published"):
         reopened.get("v000007")
+
+
+def test_each_version_keeps_what_made_it(tmp_path: Path) -> None:
+    registry = PolicyRegistry(tmp_path)
+    (tmp_path / "policy-v000001.onnx").write_bytes(b"x")
+    run = {"train": {"steps": 4, "seed": 7, "environments": {"twx:coin": 3}}, "git_revision": "abc"}
+    registry.add(1, tmp_path / "policy-v000001.onnx", {"loss": 1.0}, "req-1", run)
+    assert PolicyRegistry(tmp_path).get("1").run == run
+    index = (tmp_path / "index.json").read_text()
+    (tmp_path / "index.json").write_text(index.replace('"run"', '"ignored"'))  # an index from before `run`
+    assert PolicyRegistry(tmp_path).get("1").run == {}

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from evoskill.core.errors import FailedPrecondition, InvalidInput, NotFound
+from evoskill.learner.registry import PolicyRegistry
 from evoskill.learner.trainer import PolicyTrainer
 from evoskill.platform.config import LearnerSettings, Settings
 from tests.unit.test_episode_record import played
@@ -82,3 +83,13 @@ def test_a_train_can_start_again_from_a_published_theta(trainer: PolicyTrainer) 
         trainer.start_from("v000009")
     with pytest.raises(InvalidInput, match="not of the form"):
         trainer.start_from("latest")
+
+
+def test_a_published_version_records_what_made_it(trainer: PolicyTrainer) -> None:
+    entry = trainer.train(2, batch_size=2, seed=5, request_id="req-1").entry
+    reopened = PolicyRegistry(trainer.registry.directory).get(entry.version)  # in the index, not only in memory
+    assert reopened.run["train"] == {"steps": 2, "batch_size": 2, "seed": 5, "request_id": "req-1",
+                                     "online_fraction": trainer.replay.online_fraction,
+                                     "from_version": "", "environments": {"sciworld:boil": 1}}
+    assert reopened.run["settings"]["learner"]["hidden"] == 16 and "git_revision" in reopened.run
+    assert reopened.run["libraries"]["torch"] == torch.__version__

@@ -33,6 +33,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
 from evoskill.stack.supervisor import free_ports
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
@@ -55,6 +57,7 @@ class AgentRow:
     env_steps: list[float] = field(default_factory=list)  # mean environment steps per episode, search included
     steps: list[float] = field(default_factory=list)  # mean real steps per episode
     planner_share: list[float] = field(default_factory=list)  # the planner's own share of episode wall time
+    errors: list[int] = field(default_factory=list)  # episodes the services could not finish (counted as lost)
 
     def record(self, report: dict[str, Any]) -> None:
         """One evaluation's figures (an `evoskill eval --json` report)."""
@@ -63,20 +66,24 @@ class AgentRow:
         self.env_steps.append(report["mean_env_steps"])
         self.steps.append(report.get("mean_steps", 0.0))
         self.planner_share.append(report.get("planner_share", 0.0))
+        self.errors.append(report.get("errors", 0))
 
     def mean_sd(self, values: list[float]) -> tuple[float, float]:
         return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _cli(*args: str, env: dict[str, str], log: Path) -> None:
-    """`evoskill ARGS` in a subprocess with the stack's settings; its output goes to `log`."""
+def _cli(*args: str, env: dict[str, str], log: Path) -> int:
+    """`evoskill ARGS` in a subprocess with the stack's settings; its output goes to `log`. Returns 1 for an eval
+    whose report counts episodes the services could not finish (kept in the row's `errors`)."""
     with log.open("a") as out:
         out.write(f"$ evoskill {shlex.join(args)}\n")
         out.flush()
         done = subprocess.run([sys.executable, "-m", "evoskill.cli", *args], env=env, stdout=out,
                               stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0:
+    failed_episodes = done.returncode == 1 and args[0] == "eval"
+    if done.returncode != 0 and not failed_episodes:
         raise RuntimeError(f"evoskill {args[0]} failed (exit {done.returncode}); see {log}")
+    return done.returncode
 
 
 @contextlib.contextmanager
@@ -105,8 +112,11 @@ def evaluate(args: EvalArgs, agent: str, simulations: int, env: dict[str, str], 
            "--json", str(out)]
     if policy:
         cmd += ["--policy", policy]
-    _cli(*cmd, env=env, log=out.parent / "bench.log")
-    report: dict[str, Any] = json.loads(out.read_text())
+    log = out.parent / "bench.log"
+    code = _cli(*cmd, env=env, log=log)
+    report: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    if code and not 0 < report.get("errors", 0) < len(report.get("episodes", [])):  # only some failed: kept
+        raise RuntimeError(f"evoskill eval failed (exit {code}); see {log}")
     return report
 
 
@@ -155,7 +165,7 @@ def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, bas
     result = summary(args, seeds, [*baselines, theta_search, theta_alone], curves, train_args)
     show(console, result)
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2))
+        write_report(json_path, result, Settings())
         console.print(f"wrote {json_path}")
     return result
 
@@ -188,7 +198,7 @@ def summary(args: EvalArgs, seeds: list[int], rows: list[AgentRow], curves: dict
         (success, success_sd), (score, score_sd) = row.mean_sd(row.success), row.mean_sd(row.score)
         out["agents"].append({"agent": row.agent, "simulations": row.simulations, "success": row.success,
                               "score": row.score, "success_mean": success, "success_sd": success_sd,
-                              "score_mean": score, "score_sd": score_sd})
+                              "score_mean": score, "score_sd": score_sd, "failed_episodes": sum(row.errors)})
     mean = statistics.fmean
     out["comparisons"] = {
         "theta_search_minus_uniform_same_sims": mean(theta_search.success) - mean(uniform_same.success),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import tempfile
@@ -36,6 +35,7 @@ from rich.table import Table
 
 from evoskill.clients.episodes import episode_request, play
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TelemetrySettings, TemporalSettings
+from evoskill.platform.provenance import write_report
 from evoskill.stack.supervisor import Stack, free_ports
 
 OFF, ON = "off", "on"
@@ -221,5 +221,5 @@ def run_pipeline_bench(json_path: Path | None, episodes: int, env: str, simulati
     summary["settings"] = {"env": env, "simulations": simulations, "max_steps": max_steps,
                            "rollout_depth": rollout_depth, "seed": seed, "cpus": os.cpu_count()}
     if json_path is not None:
-        json_path.write_text(json.dumps(summary, indent=2) + "\n")
+        write_report(json_path, summary, Settings())
     return summary

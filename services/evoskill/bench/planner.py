@@ -13,7 +13,6 @@ takes jitted ones) and with Python callbacks (`search`).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ from evoskill.bench import mctx_baseline
 from evoskill.bench.naive_mcts import naive_search, root_visits
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search, search_compiled
 from evoskill.core.search.jit import jit
+from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
 
 MASK = 0xFFFFFFFF
 SALT = mctx_baseline.SALT
@@ -234,7 +235,7 @@ def run_planner_bench(
     console.print(table)
     figures = {name: (m.sims_per_second if m else None) for name, m in measured.items()}
     if json_path is not None:
-        json_path.write_text(json.dumps(figures, indent=2) + "\n")
+        write_report(json_path, figures, Settings())
         console.print(f"wrote {json_path}")
     return figures
 

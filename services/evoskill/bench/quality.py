@@ -33,6 +33,7 @@ from rich.table import Table
 from evoskill.bench.outer_loop import AgentRow, EvalArgs, _cli, evaluate, play_baseline_rows, stack
 from evoskill.bench.suites import AGENTS, Budget, Suite
 from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
 
 
 def setting_overrides(pairs: list[str]) -> dict[str, str]:
@@ -124,7 +125,7 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     result = quality_summary(suite, quick, rows, demos, trained, wall, overrides)
     show_quality(console, result)
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2))
+        write_report(json_path, result, Settings())
         console.print(f"wrote {json_path}")
     return result
 
@@ -157,7 +158,8 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
                     trained: list[dict[str, Any]], wall: dict[str, float], overrides: dict[str, str]) -> dict[str, Any]:
     agents = []
     for row in rows:
-        entry: dict[str, Any] = {"agent": row.agent, "simulations": row.simulations, "runs": len(row.success)}
+        entry: dict[str, Any] = {"agent": row.agent, "simulations": row.simulations, "runs": len(row.success),
+                                 "failed_episodes": sum(row.errors)}
         per_step = [e / s for e, s in zip(row.env_steps, row.steps, strict=False) if s]
         for name, values in (("success", row.success), ("score", row.score), ("env_steps", row.env_steps),
                              ("env_steps_per_step", per_step), ("planner_share", row.planner_share)):

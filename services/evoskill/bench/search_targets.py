@@ -13,7 +13,6 @@ value head).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search
+from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
 
 
 @dataclass(frozen=True)
@@ -112,5 +113,5 @@ def run_targets_bench(json_path: Path | None, budgets: Sequence[int], seeds: int
     Console().print(table)
     if json_path is not None:
         summary = {"seeds": seeds, "games": [asdict(g) for g in GAMES], "rows": rows}
-        json_path.write_text(json.dumps(summary, indent=2) + "\n")
+        write_report(json_path, summary, Settings())
     return rows

@@ -26,6 +26,8 @@ class EpisodeOutcome:
     seconds: float = 0.0  # the episode's wall time in the planner
     planner_seconds: float = 0.0  # of which the planner deciding, less its waits on the environment
     error: str = ""  # the status of an episode the services could not finish (counted as lost, score 0)
+    episode_id: str = ""  # `evoskill trace --episode <id>` shows where its time went
+    trace_id: str = ""  # its OpenTelemetry trace ("" = tracing off): `evoskill trace <id>`, Jaeger
 
 
 @dataclass
@@ -36,6 +38,9 @@ class EvalReport:
     simulations: int
     episodes: list[EpisodeOutcome]
     settings: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, int] = field(default_factory=dict)  # what the command allowed: episodes, simulations, steps
+    seeds: list[int] = field(default_factory=list)  # the episodes' seeds, in order
+    interrupted: bool = False  # stopped (Ctrl-C) before every seed was played: `episodes` holds those that were
 
     @property
     def success_rate(self) -> float:
@@ -62,7 +67,8 @@ class EvalReport:
             "mean_steps": statistics.fmean(e.steps for e in self.episodes) if self.episodes else 0.0,
             "planner_share": self.planner_share,
             "errors": sum(bool(e.error) for e in self.episodes),
-            "episodes": [asdict(e) for e in self.episodes], "settings": self.settings,
+            "episodes": [asdict(e) for e in self.episodes], "settings": self.settings, "budget": self.budget,
+            "seeds": self.seeds, "interrupted": self.interrupted,
         }
 
 
@@ -88,7 +94,8 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
                 on_update(update)
     obs = last.observation
     return EpisodeOutcome(request.seed, obs.won, obs.score, last.env_steps, len(actions), last.total_reward, actions,
-                          seconds=last.seconds, planner_seconds=last.planner_seconds)
+                          seconds=last.seconds, planner_seconds=last.planner_seconds,
+                          episode_id=last.episode_id or request.episode_id, trace_id=last.trace_id)
 
 
 @asynccontextmanager

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import time
 import uuid
@@ -41,6 +40,7 @@ from evoskill.orchestrator.training.report import (
 )
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report as write_json_report
 
 
 def failure_message(exc: BaseException) -> str:
@@ -130,13 +130,13 @@ def _log_epochs(report_dir: Path, history: list[EpochMetrics], logged: int) -> i
 
 
 def write_report(result: TrainingResult, report_dir: Path, console: Console, params: TrainingParams | None = None,
-                 wall_time_s: float | None = None) -> Path:
-    """Curves as PNG, the whole result as JSON (with the run's parameters and wall time from start to result,
-    where given), and the per-epoch table on the console."""
-    report_dir.mkdir(parents=True, exist_ok=True)
+                 wall_time_s: float | None = None, *, settings: Settings) -> Path:
+    """Curves as PNG, the whole result as JSON (with the run's parameters: environments, budget, seed; its wall
+    time from start to result, where given; and what ran: `provenance.run_record`), and the per-epoch table on
+    the console."""
     console.print()  # the live display may leave the cursor at the end of its last line
     extra = {"params": asdict(params) if params else None, "wall_time_s": wall_time_s}
-    (report_dir / "report.json").write_text(json.dumps({**asdict(result), **extra}, indent=2))
+    write_json_report(report_dir / "report.json", {**asdict(result), **extra}, settings)
     png = plot_curves(result.history, report_dir / "curves.png")
     console.print(epoch_table(result.history, title=f"training {result.workflow_id}"))
     if any(m.eval_episodes for m in result.history):
@@ -165,5 +165,5 @@ async def run_training(settings: Settings, params: TrainingParams, console: Cons
     console.print(f"training workflow [bold]{workflow_id}[/bold] on task queue {settings.temporal.task_queue}: "
                   f"{describe_plan(params)}")
     result = await follow(handle, console, report_dir)
-    write_report(result, report_dir, console, params, time.perf_counter() - started)
+    write_report(result, report_dir, console, params, time.perf_counter() - started, settings=settings)
     return result

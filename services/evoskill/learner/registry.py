@@ -1,8 +1,9 @@
 """The policy registry: exported θ versions in one folder, with a small JSON index.
 
 `<folder>/policy-v000003.onnx` is the file `core.learn.export` writes; `<folder>/index.json` lists the
-published versions with their creation time, training metrics and the Train request id that made each
-(what makes a retried Train answer with the version it already made), and which version serves: the one
+published versions with their creation time, training metrics, the Train request id that made each
+(what makes a retried Train answer with the version it already made) and what made it (`run`: the request's
+budget and seed, the environments in replay, versions, git revision and settings), and which version serves: the one
 promoted by `set_serving` (shadow, canary, promotion and rollback decide it; see docs/exploration.md),
 which planners serve for an empty policy_version; until one is promoted they serve the latest. A version
 is published when it is in the index (the file is written first, then the index, both atomically), so a
@@ -21,6 +22,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evoskill.core.errors import InvalidInput, NotFound
 
@@ -53,6 +55,7 @@ class PolicyEntry:
     created_unix_ms: int
     metrics: dict[str, float] = field(default_factory=dict)
     request_id: str = ""  # the Train request that made it ("" = none given)
+    run: dict[str, Any] = field(default_factory=dict)  # what made it: the Train request, data, versions, settings
 
     @property
     def number(self) -> int:
@@ -81,7 +84,7 @@ class PolicyRegistry:
             return [], None
         index = json.loads(path.read_text())
         entries = [PolicyEntry(r["version"], r["file"], int(r["created_unix_ms"]), dict(r["metrics"]),
-                               r.get("request_id", "")) for r in index["policies"]]
+                               r.get("request_id", ""), r.get("run", {})) for r in index["policies"]]
         s = index.get("serving")  # absent in indexes written before promotion existed
         return entries, ServingRecord(s["version"], s["reason"], int(s["changed_unix_ms"])) if s else None
 
@@ -128,9 +131,11 @@ class PolicyRegistry:
     def path(self, entry: PolicyEntry) -> Path:
         return self.directory / entry.file
 
-    def add(self, number: int, file: Path, metrics: dict[str, float], request_id: str = "") -> PolicyEntry:
+    def add(self, number: int, file: Path, metrics: dict[str, float], request_id: str = "",
+            run: dict[str, Any] | None = None) -> PolicyEntry:
         """Publish the exported `file` as version `number` (which must exceed every listed one)."""
-        entry = PolicyEntry(version_name(number), file.name, int(time.time() * 1000), dict(metrics), request_id)
+        entry = PolicyEntry(version_name(number), file.name, int(time.time() * 1000), dict(metrics), request_id,
+                            run or {})
         with self._lock:
             entries, serving = self._read_index()
             if entries and number <= max(e.number for e in entries):

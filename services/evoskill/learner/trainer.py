@@ -28,6 +28,7 @@ from evoskill.core.learn.export import OnnxPolicy, unfit
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.registry import PolicyEntry, PolicyRegistry, feature_cache_dir, parse_version, version_name
 from evoskill.platform.config import Settings
+from evoskill.platform.provenance import run_record
 
 Ingested = Literal["stored", "duplicate", "other_fold"]
 # Registry metrics that are not losses: the rest of a version's metrics are its TrainReply.losses.
@@ -63,6 +64,7 @@ class TrainResult:
 class PolicyTrainer:
     def __init__(self, settings: Settings) -> None:
         ls = settings.learner
+        self.settings = settings  # recorded with each published version
         root = settings.state_dir / "learner"
         self.checkpoint = root / "checkpoint.pt"
         self.weights = root / "weights"
@@ -199,10 +201,13 @@ class PolicyTrainer:
         self.learner.save(self.checkpoint)  # before the index: a restart must not reuse the version
         self._keep_weights()
         size, episodes = len(self.replay), self.replay_episodes
+        trained = {"steps": steps, "batch_size": used_batch, "seed": seed, "request_id": request_id,
+                   "online_fraction": base_fraction if online_fraction is None else online_fraction,
+                   "from_version": from_version, "environments": self.replay.environments()}
         entry = self.registry.add(self.learner.version, path, {
             **metrics, "steps": float(done), "samples": float(done * used_batch),
             "replay_size": float(size), "replay_episodes": float(episodes), "total_steps": float(self.learner.steps),
-        }, request_id)
+        }, request_id, {"train": trained, **run_record(self.settings)})
         if self.max_policy_age > 0:
             self.replay.evict_stale(self.learner.version, self.max_policy_age)
         losses = {k: v for k, v in metrics.items() if k not in BOOKKEEPING}

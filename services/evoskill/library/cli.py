@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import typer
 
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
 
 library_app = typer.Typer(help="The learner's offline library: JSONL in and out, and training θ on it.",
                           no_args_is_help=True)
@@ -118,8 +118,8 @@ def demos(
     if out is not None:
         console.print(f"wrote {out}")
     if json_path is not None:
-        json_path.write_text(json.dumps({"env": env, "fold": fold, "start_seed": start_seed, "workers": workers,
-                                         "seen": seen, **figures}, indent=2))
+        write_report(json_path, {"env": env, "fold": fold, "start_seed": start_seed, "seeds": list(seeds),
+                                 "workers": workers, "seen": seen, "max_steps": max_steps, **figures}, settings)
 
 
 @library_app.command("import")
@@ -195,6 +195,8 @@ def train_cmd(
         console.print(f"{reply.policy_version}: {reply.steps} steps on {reply.replay_episodes} episodes "
                       f"({reply.replay_size} steps in replay); {losses}")
         if json_path is not None:
-            json_path.write_text(json.dumps(MessageToDict(reply, preserving_proto_field_name=True), indent=2))
+            asked = {"steps": steps, "batch_size": batch_size, "seed": seed, "online_fraction": online_fraction}
+            write_report(json_path, {**MessageToDict(reply, preserving_proto_field_name=True), "request": asked},
+                         settings)
 
     _run_client(main)

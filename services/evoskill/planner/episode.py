@@ -31,7 +31,7 @@ from evoskill.planner.agents import AgentTools, agent_kind, playable_kind
 from evoskill.planner.llm import LlmProposer
 from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2
-from evoskill.platform.telemetry import tracer
+from evoskill.platform.telemetry import current_trace_id, tracer
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
 
@@ -85,12 +85,15 @@ class EpisodePlayer:
             span.set_attribute("evoskill.episode_id", episode_id)
             span.set_attribute("evoskill.env_spec", request.env_spec)
             span.set_attribute("evoskill.agent", agent_name)
+            if request.workflow_id:
+                span.set_attribute("evoskill.workflow_id", request.workflow_id)
             session = self.sandbox.CreateSession(
                 sandbox_pb2.CreateSessionRequest(env_spec=request.env_spec, seed=request.seed, fold=fold,
                                                  episode_id=episode_id, gold_path=kind.gold_path), timeout=180)
             self.completed = events_pb2.EpisodeCompleted(
                 episode_id=episode_id, env_spec=request.env_spec, seed=request.seed, fold=fold, agent=agent_name,
-                policy_version=request.config.policy_version)
+                policy_version=request.config.policy_version, trace_id=current_trace_id(),
+                workflow_id=request.workflow_id)
             self.episode = episode_memory(request)
             try:
                 tools = AgentTools(self.sandbox, self.settings, self.score, self.memory, self.llm, self.stop)
@@ -131,14 +134,15 @@ class EpisodePlayer:
             yield planner_pb2.EpisodeUpdate(
                 episode_id=self.completed.episode_id, step_index=index, action=decision.action, observation=obs,
                 search=decision.search, finished=finished, total_reward=self.completed.total_reward,
-                env_steps=env_steps, shadow=shadowed, seconds=time.perf_counter() - began, planner_seconds=own)
+                env_steps=env_steps, shadow=shadowed, seconds=time.perf_counter() - began, planner_seconds=own,
+                trace_id=self.completed.trace_id)
             if finished:
                 return
         self._finish(obs, env_steps)
         yield planner_pb2.EpisodeUpdate(episode_id=self.completed.episode_id, step_index=len(self.completed.steps),
                                         observation=obs, finished=True, total_reward=self.completed.total_reward,
                                         env_steps=env_steps, seconds=time.perf_counter() - began,
-                                        planner_seconds=own)
+                                        planner_seconds=own, trace_id=self.completed.trace_id)
 
     def _shadow(self, shadow: Agent, step: Step) -> planner_pb2.ShadowDecision:
         """What the shadow agent decides in the state the acting one is about to act in (after it: the acting

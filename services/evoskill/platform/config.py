@@ -8,8 +8,10 @@ set `nats.url`, `temporal.address` and `qdrant.url` and the embedded stack does 
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -379,7 +381,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _FileSource(settings_cls))
+        return (init_settings, env_settings, _FileSource(settings_cls), _UnknownGroupCheck(settings_cls))
 
     def endpoint(self, service: str) -> ServiceEndpoint:
         if service not in SERVICES:
@@ -413,13 +415,42 @@ class ConfigFileError(InvalidInput):
 
 
 def explain(error: ValidationError) -> list[str]:
-    """One line per invalid setting, naming it as a user writes it: the dotted key and its variable."""
+    """One line per invalid setting, naming it as a user writes it: the dotted key and its variable; a key that
+    is no setting says which one was probably meant."""
     lines = []
     for e in error.errors():
-        key = ".".join(str(part) for part in e["loc"])
-        variable = "EVOSKILL_" + "__".join(str(part) for part in e["loc"]).upper()
-        lines.append(f"setting {key} ({variable}): {e['msg']} (got {e.get('input')!r})")
+        path = tuple(str(part) for part in e["loc"])
+        key, variable = ".".join(path), variable_of(path)
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{key} ({variable}) is not a setting{did_you_mean(path)}")
+        else:
+            lines.append(f"setting {key} ({variable}): {e['msg']} (got {e.get('input')!r})")
     return lines
+
+
+def did_you_mean(path: tuple[str, ...]) -> str:
+    """"; did you mean search.c_puct (EVOSKILL_SEARCH__C_PUCT)?" for the misspelt last key of `path`, or ""."""
+    model: Any = Settings
+    for part in path[:-1]:
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return ""
+        model = field.annotation
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
+    close = difflib.get_close_matches(path[-1].lower(), list(model.model_fields), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    meant, kind = (*path[:-1], close[0]), model.model_fields[close[0]].annotation
+    group = "__…" if isinstance(kind, type) and issubclass(kind, BaseModel) else ""  # its keys are the settings
+    return f"; did you mean {'.'.join(meant)} ({variable_of(meant)}{group})?"
+
+
+def _unknown_groups(keys: list[str], where: Callable[[str], str]) -> None:
+    """Top-level keys that name no setting (the groups refuse theirs themselves): a ConfigFileError naming each."""
+    unknown = [k for k in keys if k not in Settings.model_fields]
+    if unknown:
+        raise ConfigFileError("; ".join(f"{where(k)} is not a setting{did_you_mean((k,))}" for k in unknown))
 
 
 class _FileSource(PydanticBaseSettingsSource):
@@ -439,7 +470,23 @@ class _FileSource(PydanticBaseSettingsSource):
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
         if not isinstance(data, dict):
             raise ConfigFileError(f"EVOSKILL_CONFIG_FILE={name}: expected a mapping of settings at the top level")
+        _unknown_groups([str(k) for k in data], lambda k: f"EVOSKILL_CONFIG_FILE={name}: {k!r}")
         return data
+
+
+class _UnknownGroupCheck(PydanticBaseSettingsSource):
+    """Refuses EVOSKILL_<GROUP>__<KEY> variables whose group is no setting (the environment source skips them
+    silently). Variables without `__` may be other programs' (EVOSKILL_NATS_PASSWORD_<SERVICE>, a key named by
+    llm.api_key_env), so they are left alone."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        groups = sorted({name.removeprefix("EVOSKILL_").split("__")[0].lower(): name for name in os.environ
+                         if name.startswith("EVOSKILL_") and "__" in name}.items())
+        _unknown_groups([g for g, _ in groups], lambda g: dict(groups)[g])
+        return {}
 
 
 @lru_cache(maxsize=1)
@@ -479,6 +526,25 @@ class SettingRow:
     default: Any
     variable: str  # the environment variable that sets it
     meaning: str
+
+
+def source_of(row: SettingRow, file_data: dict[str, Any]) -> str:
+    """Where a setting's value in effect comes from: its variable, the settings file, or the default (the
+    environment wins over the file, the file over the default)."""
+    if row.variable in os.environ:
+        return "environment"
+    node: Any = file_data
+    for part in row.name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return "default"
+        node = node[part]
+    return "file"
+
+
+def config_file_data() -> dict[str, Any]:
+    """What EVOSKILL_CONFIG_FILE holds ({} without one), read as Settings reads it."""
+    data = _FileSource(Settings)()
+    return data
 
 
 def describe(settings: BaseModel | None = None, prefix: str = "") -> list[SettingRow]:

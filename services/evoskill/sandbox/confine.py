@@ -119,20 +119,26 @@ def _user_tasks(uid: int) -> int:
     return total
 
 
-def _target(policy: Policy, got: Confinement) -> pwd.struct_passwd | None:
-    if os.geteuid() != 0 or not policy.run_as:
-        return None
+def becomes(run_as: str) -> tuple[pwd.struct_passwd | None, str]:
+    """The user a worker becomes (None: it stays who the sandbox is) and, when root stays root, why."""
+    if os.geteuid() != 0 or not run_as:
+        return None, ""
     try:
-        user = pwd.getpwnam(policy.run_as)
+        user = pwd.getpwnam(run_as)
     except KeyError:
-        got.notes.append(f"stays root: sandbox.run_as user {policy.run_as!r} does not exist")
-        return None
+        return None, f"stays root: sandbox.run_as user {run_as!r} does not exist"
     if user.pw_uid == 0:
-        return None
+        return None, ""
     unusable = _usable_by(user)
     if unusable:
-        got.notes.append(f"stays root: sandbox.run_as user {policy.run_as!r} cannot read {unusable}")
-        return None
+        return None, f"stays root: sandbox.run_as user {run_as!r} cannot read {unusable}"
+    return user, ""
+
+
+def _target(policy: Policy, got: Confinement) -> pwd.struct_passwd | None:
+    user, why = becomes(policy.run_as)
+    if why:
+        got.notes.append(why)
     return user
 
 

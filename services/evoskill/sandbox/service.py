@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import pwd
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from evoskill.platform.rpc import rpc_method
 from evoskill.platform.service import ServiceParts
 from evoskill.platform.telemetry import tracer
 from evoskill.sandbox import cgroup
-from evoskill.sandbox.confine import Policy
+from evoskill.sandbox.confine import Policy, becomes
 from evoskill.sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
 from evoskill.sandbox.worker import Worker
 
@@ -85,18 +84,18 @@ def textworld_cache_dir(settings: Settings) -> str:
 
 
 def _writable_by_workers(folder: str, run_as: str) -> None:
-    """Make ``folder`` (the game cache) and let a root sandbox's workers, who become ``run_as``, write there."""
+    """Make ``folder`` (the game cache) and let a root sandbox's workers write there: they become ``run_as``
+    where that user can run the interpreter, else stay root without capabilities (confine.py), who cannot
+    write another user's folder either; so the folder is given to whoever the workers will be."""
     os.makedirs(folder, exist_ok=True)
-    if os.geteuid() != 0 or not run_as:
+    if os.geteuid() != 0:
         return
-    try:
-        user = pwd.getpwnam(run_as)
-    except KeyError:
-        return  # the workers say so (confine.py)
+    user, _ = becomes(run_as)  # the workers say why they stay root
+    uid, gid = (user.pw_uid, user.pw_gid) if user else (os.geteuid(), os.getegid())
     for path, _, files in os.walk(folder):
         for name in [path, *(os.path.join(path, f) for f in files)]:
             with contextlib.suppress(OSError):
-                os.chown(name, user.pw_uid, user.pw_gid)
+                os.chown(name, uid, gid)
 
 
 class SandboxServicer(sandbox_pb2_grpc.SandboxServiceServicer):

@@ -28,7 +28,7 @@ import math
 import re
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +203,7 @@ class MixedReplay:
         self._lock = threading.RLock()  # events arrive on the service loop while training runs in a thread
         self._db: sqlite3.Connection | None = None
         self._seen: set[str] = set()  # without a file: the ids ever added, for idempotency
+        self._env_of: dict[str, str] = {}  # env spec of each episode in a buffer: what θ is trained on
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -229,9 +230,12 @@ class MixedReplay:
         return cur.rowcount == 1
 
     def _mark(self, episode_ids: Iterable[str], buffer: str) -> None:
+        ids = [(i,) for i in episode_ids]
+        if buffer == EVICTED:
+            for (i,) in ids:
+                self._env_of.pop(i, None)
         if self._db is None:
             return
-        ids = [(i,) for i in episode_ids]
         if buffer == EVICTED:
             self._db.executemany("UPDATE episodes SET buffer = 'evicted', payload = NULL WHERE episode_id = ?", ids)
         else:
@@ -239,6 +243,7 @@ class MixedReplay:
 
     def _place(self, episode: EpisodeCompleted, buffer: str, version: int) -> None:
         examples = episode_examples(episode, self.gamma, self.template_of)
+        self._env_of[episode.episode_id] = episode.env_spec
         evicted = self._buffer(buffer).add(episode.episode_id, examples, version, episode.won)
         self._mark(evicted, EVICTED)
 
@@ -311,6 +316,11 @@ class MixedReplay:
             if unfit:
                 log.warning("replay: %d stored episodes break the limits of core.limits and are left out", unfit)
             return len(rows) - older - unfit
+
+    def environments(self) -> dict[str, int]:
+        """Episodes in replay (both buffers) per environment spec, most first."""
+        with self._lock:
+            return dict(Counter(self._env_of.values()).most_common())
 
     def sample(self, n: int) -> ReplaySample:
         with self._lock:

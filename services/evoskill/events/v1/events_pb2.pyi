@@ -79,7 +79,7 @@ class EpisodeStep(_message.Message):
     def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ..., env_steps: _Optional[int] = ...) -> None: ...
 
 class EpisodeCompleted(_message.Message):
-    __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial")
+    __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial", "trace_id", "workflow_id")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,8 @@ class EpisodeCompleted(_message.Message):
     AGENT_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     INITIAL_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     env_spec: str
     seed: int
@@ -104,7 +106,9 @@ class EpisodeCompleted(_message.Message):
     agent: str
     policy_version: str
     initial: _common_pb2.Observation
-    def __init__(self, episode_id: _Optional[str] = ..., env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[EpisodeStep, _Mapping]]] = ..., total_reward: _Optional[float] = ..., score: _Optional[float] = ..., won: _Optional[bool] = ..., env_steps: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., initial: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ...) -> None: ...
+    trace_id: str
+    workflow_id: str
+    def __init__(self, episode_id: _Optional[str] = ..., env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[EpisodeStep, _Mapping]]] = ..., total_reward: _Optional[float] = ..., score: _Optional[float] = ..., won: _Optional[bool] = ..., env_steps: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., initial: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., trace_id: _Optional[str] = ..., workflow_id: _Optional[str] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("episode_id", "step_index", "simulations", "nodes", "max_depth", "early_stopped", "seconds")

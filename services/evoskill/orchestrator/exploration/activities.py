@@ -109,6 +109,7 @@ class ExplorationActivities:
         request = episode_request(task.env, task.seed, task.fold, "policy+mcts", task.simulations, task.max_steps,
                                   policy_version=task.baseline)
         request.episode_id, request.shadow_policy_version = task.episode_id, task.candidate
+        request.workflow_id = activity.info().workflow_id or ""
         episode = ShadowEpisode(task.episode_id, task.env, task.seed, False, 0.0)
 
         def on_update(update: planner_pb2.EpisodeUpdate) -> None:

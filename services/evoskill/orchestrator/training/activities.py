@@ -75,7 +75,7 @@ class TrainingActivities:
             search["algorithm"] = task.algorithm
         request = episode_request(task.env, task.seed, task.fold, task.agent, task.simulations, task.max_steps,
                                   policy_version=task.policy_version, **search)
-        request.episode_id = task.episode_id
+        request.episode_id, request.workflow_id = task.episode_id, activity.info().workflow_id or ""
         # Creating the session can take seconds (an environment's JVM); keep the heartbeat alive meanwhile.
         try:
             async with heartbeats():

@@ -140,7 +140,7 @@ class SearchReply(_message.Message):
     def __init__(self, action: _Optional[str] = ..., root: _Optional[_Iterable[_Union[ActionStat, _Mapping]]] = ..., root_value: _Optional[float] = ..., stats: _Optional[_Union[TreeStats, _Mapping]] = ...) -> None: ...
 
 class PlayEpisodeRequest(_message.Message):
-    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id", "shadow_policy_version")
+    __slots__ = ("env_spec", "seed", "fold", "max_steps", "config", "episode_id", "shadow_policy_version", "workflow_id")
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     FOLD_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +148,7 @@ class PlayEpisodeRequest(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     SHADOW_POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     env_spec: str
     seed: int
     fold: str
@@ -155,7 +156,8 @@ class PlayEpisodeRequest(_message.Message):
     config: SearchConfig
     episode_id: str
     shadow_policy_version: str
-    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ..., shadow_policy_version: _Optional[str] = ...) -> None: ...
+    workflow_id: str
+    def __init__(self, env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., max_steps: _Optional[int] = ..., config: _Optional[_Union[SearchConfig, _Mapping]] = ..., episode_id: _Optional[str] = ..., shadow_policy_version: _Optional[str] = ..., workflow_id: _Optional[str] = ...) -> None: ...
 
 class ShadowDecision(_message.Message):
     __slots__ = ("action", "valid", "value")
@@ -168,7 +170,7 @@ class ShadowDecision(_message.Message):
     def __init__(self, action: _Optional[str] = ..., valid: _Optional[bool] = ..., value: _Optional[float] = ...) -> None: ...
 
 class EpisodeUpdate(_message.Message):
-    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds")
+    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds", "trace_id")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +182,7 @@ class EpisodeUpdate(_message.Message):
     SHADOW_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     PLANNER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     step_index: int
     action: str
@@ -191,4 +194,5 @@ class EpisodeUpdate(_message.Message):
     shadow: ShadowDecision
     seconds: float
     planner_seconds: float
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ..., trace_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,72 @@
+"""What ran, recorded in every JSON report and each published policy (the `run` object): the package and the
+libraries that decide results, the git revision of the source tree, Python, the command line, the host, when,
+and the settings in effect (secrets masked), as W&B and MLflow record a run's config and source version."""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from evoskill.platform.config import Settings
+
+# The libraries whose versions change what a run measures (search and θ numerics, environments, the runtime).
+LIBRARIES = ("torch", "numpy", "numba", "onnxruntime", "temporalio", "grpcio", "protobuf", "textworld",
+             "textworld-express", "scienceworld")
+SOURCE = Path(__file__).resolve().parents[3]  # the checkout of an editable install: services/evoskill/platform
+
+
+@functools.cache
+def git_revision() -> str:
+    """The commit the package runs from, with "+dirty" when tracked files changed; "" outside a git checkout (a
+    wheel, an image): only a checkout whose top level holds this source counts, not one a venv sits in."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(SOURCE), *args], capture_output=True, text=True, timeout=10)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        if not (top := git("rev-parse", "--show-toplevel")) or Path(top).resolve() != SOURCE:
+            return ""
+        head = git("rev-parse", "HEAD")
+        return head + ("+dirty" if head and git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+@functools.cache
+def library_versions() -> dict[str, str]:
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def run_record(settings: Settings) -> dict[str, Any]:
+    """The `run` object of a report: `settings` as the run used them (a command's overrides applied)."""
+    from evoskill.platform.telemetry import package_version
+
+    return {
+        "evoskill": package_version(),
+        "git_revision": git_revision(),
+        "python": platform.python_version(),
+        "libraries": library_versions(),
+        "command": ["evoskill", *sys.argv[1:]] if Path(sys.argv[0]).name == "evoskill" else list(sys.argv),
+        "host": platform.node(),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "settings": settings.model_dump(mode="json"),
+    }
+
+
+def write_report(path: Path, report: dict[str, Any], settings: Settings) -> None:
+    """`report` as JSON with its `run` object, its folder created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**report, "run": run_record(settings)}, indent=2) + "\n")
