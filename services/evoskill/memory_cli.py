@@ -62,6 +62,7 @@ def parse_filter(items: list[str]) -> memory_pb2.MemoryFilter:
     from evoskill.memory.v1 import memory_pb2
 
     flt = memory_pb2.MemoryFilter()
+    outcomes = (memory_pb2.OUTCOME_PENDING, memory_pb2.OUTCOME_WON, memory_pb2.OUTCOME_LOST)  # as OUTCOME_NAMES
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in FILTER_KEYS or not value:
@@ -72,7 +73,7 @@ def parse_filter(items: list[str]) -> memory_pb2.MemoryFilter:
         for name in value.split(","):
             if name not in OUTCOME_NAMES:
                 _fail(f"--filter {item!r}: outcome {name!r} is not one of {', '.join(OUTCOME_NAMES)}", 2)
-            flt.outcomes.append(memory_pb2.Outcome.Value(f"OUTCOME_{name.upper()}"))
+            flt.outcomes.append(outcomes[OUTCOME_NAMES.index(name)])
     return flt
 
 

@@ -115,7 +115,7 @@ class LocalEngine:
         self.store.store(units)
 
     def settle(self) -> dict[str, Any]:
-        return {"search": "exact (local mode scores every stored vector in numpy)"}
+        return {"search": "exact"}  # local mode scores every stored vector (numpy)
 
     def retrieve(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
         return self.store.retrieve(retrieval)
@@ -149,7 +149,7 @@ class EdgeEngine:
         info = self.shard.info()
         indexed = int(info.indexed_vectors_count)
         return {"optimize_s": round(time.perf_counter() - start, 2), "indexed_vectors": indexed,
-                "search": "HNSW (approximate)" if indexed else "plain (exact: below Edge's indexing threshold)"}
+                "search": "HNSW" if indexed else "exact"}  # plain below Edge's indexing threshold
 
     def retrieve(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
         qe = self.qe
@@ -208,18 +208,21 @@ def measure(engine: Any, size: int, writes_s: float, queries: list[tuple[str, st
     profile, similarity_only = PROFILES[LATENCY_PROFILE], Weights()
     for goal, state in queries[:5]:  # warm-up (first-call allocations)
         engine.retrieve(Retrieval(goal=goal, state=state, limit=K, recall=RECALL, weights=profile))
-    latencies, similarity_latencies, recalls = [], [], []
+    latencies, cpu, similarity_latencies, recalls = [], [], [], []
     for q, (goal, state) in enumerate(queries):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         engine.retrieve(Retrieval(goal=goal, state=state, limit=K, recall=RECALL, weights=profile))
         latencies.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
         start = time.perf_counter()
         results = engine.retrieve(Retrieval(goal=goal, state=state, limit=K, recall=K, weights=similarity_only))
         similarity_latencies.append(time.perf_counter() - start)
         returned = [r.experience.step_index + 20 * int(r.experience.episode_id.rsplit("-", 1)[1]) for r in results]
         recalls.append(recall_at_k(returned, exact[q]))
     return Row(size, engine.name, writes_s, percentile_ms(latencies, 50), percentile_ms(latencies, 99),
-               float(np.mean(recalls)), percentile_ms(similarity_latencies, 50), settled)
+               float(np.mean(recalls)), percentile_ms(similarity_latencies, 50),
+               settled | {"retrieve_cpu_p50_ms": round(percentile_ms(cpu, 50), 3),
+                          "retrieve_cpu_p99_ms": round(percentile_ms(cpu, 99), 3)})
 
 
 def run_memory_bench(json_path: Path | None, sizes: Sequence[int], queries: int, work_dir: Path | None,
@@ -251,11 +254,13 @@ def run_memory_bench(json_path: Path | None, sizes: Sequence[int], queries: int,
             exact = query_unit @ stored.T  # numpy brute force: the true cosines
             numpy_ms = (time.perf_counter() - start) * 1000 / queries
             for engine in running:
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 for i in range(0, len(units), BATCH):
                     engine.write(units[i:i + BATCH])
                 writes_s = len(units) / (time.perf_counter() - start)
-                settled = engine.settle() | {"numpy_brute_force_ms_per_query": round(numpy_ms, 3)}
+                writes_cpu = len(units) / max(time.process_time() - cpu_start, 1e-9)
+                settled = engine.settle() | {"numpy_brute_force_ms_per_query": round(numpy_ms, 3),
+                                             "writes_per_cpu_s": round(writes_cpu, 1)}
                 rows.append(measure(engine, size, writes_s, query_texts, exact, settled))
                 say(f"{size:>6} {engine.name}: {rows[-1].writes_per_s:.0f} writes/s, p50 {rows[-1].p50_ms:.2f} ms, "
                     f"p99 {rows[-1].p99_ms:.2f} ms, recall@10 {rows[-1].recall_at_10:.3f}")
@@ -297,16 +302,17 @@ def print_table(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("experiences", "engine", "writes/s", "p50 ms", "p99 ms", "recall@10", "search",
+    table = Table("experiences", "engine", "writes/s", "p50 ms", "p99 ms", "CPU p50/p99 ms", "recall@10", "search",
                   title=f"memory: {summary['queries']} queries, profile {summary['latency_profile']}, "
                         f"{summary['featurizer']}")
     for r in summary["rows"]:
         table.add_row(f"{r['size']:,}", r["engine"], f"{r['writes_per_s']:,.0f}", f"{r['retrieve_p50_ms']:.2f}",
-                      f"{r['retrieve_p99_ms']:.2f}", f"{r['recall_at_10']:.3f}", r["search"])
+                      f"{r['retrieve_p99_ms']:.2f}", f"{r['retrieve_cpu_p50_ms']:.2f}/{r['retrieve_cpu_p99_ms']:.2f}",
+                      f"{r['recall_at_10']:.3f}", r["search"])
     for x in summary["ratios"]:
         table.add_row(f"{x['size']:,}", "edge vs local", f"{x['edge_writes_x']}×", f"{x['edge_p50_speedup_x']}× faster",
-                      f"{x['edge_p99_speedup_x']}× faster", "", "")
-    console = Console()
+                      f"{x['edge_p99_speedup_x']}× faster", "", "", "")
+    console = Console(width=160)
     console.print(table)
     if summary["edge"] != "measured":
         console.print(f"Qdrant Edge {summary['edge']}")
