@@ -102,14 +102,17 @@ class LocalEngine:
 
     name = "qdrant-local"
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, on_disk: bool = True) -> None:
+        """`on_disk`: local mode under a folder, as the service opens it (every upsert also goes to SQLite);
+        else in memory (":memory:"): the same search, without the persistence."""
         from qdrant_client import QdrantClient
 
         from evoskill.memory.store import ExperienceStore, make_featurizer
         from evoskill.platform.config import MemorySettings, Settings
 
         settings = Settings(state_dir=folder, memory=MemorySettings(featurizer="hash"))
-        self.store = ExperienceStore(QdrantClient(path=str(folder / "qdrant")), "bench", make_featurizer(settings))
+        client = QdrantClient(path=str(folder / "qdrant")) if on_disk else QdrantClient(location=":memory:")
+        self.store = ExperienceStore(client, "bench", make_featurizer(settings))
 
     def write(self, units: list[memory_pb2.Experience]) -> None:
         self.store.store(units)
@@ -226,14 +229,15 @@ def measure(engine: Any, size: int, writes_s: float, queries: list[tuple[str, st
 
 
 def run_memory_bench(json_path: Path | None, sizes: Sequence[int], queries: int, work_dir: Path | None,
-                     engines: Sequence[str] = ("local", "edge"), say: Callable[[str], None] = print) -> dict[str, Any]:
+                     engines: Sequence[str] = ("local", "edge"), say: Callable[[str], None] = print,
+                     local_on_disk: bool = True) -> dict[str, Any]:
     if not sizes or any(b <= a for a, b in itertools.pairwise(sizes)) or sizes[0] < K:
         raise ValueError(f"sizes must be increasing and at least {K}, got {list(sizes)}")
     folder = Path(tempfile.mkdtemp(prefix="bench-memory-", dir=work_dir))
     load_before = os.getloadavg()[0]
     why_no_edge = edge_available() if "edge" in engines else "not asked for"
     try:
-        local = LocalEngine(folder / "local")
+        local = LocalEngine(folder / "local", local_on_disk)
         store = local.store
         running: list[Any] = [local]
         if not why_no_edge:
@@ -272,6 +276,7 @@ def run_memory_bench(json_path: Path | None, sizes: Sequence[int], queries: int,
         "code_path": "evoskill.memory.store.ExperienceStore (store, retrieve) on Qdrant local mode; Qdrant Edge fed "
                      "ExperienceStore._points and memory/query.py's prefetch + formula (bench/memory.py)",
         "featurizer": f"hash{store.featurizer.dim} (memory.featurizer=hash) on generated experience texts",
+        "local_storage": "on disk (as the service)" if local_on_disk else "in memory (:memory:, no SQLite writes)",
         "queries": queries, "latency_profile": LATENCY_PROFILE, "latency_recall": RECALL, "k": K,
         "edge": "measured" if not why_no_edge else f"not measured: {why_no_edge}",
         # Timings are wall-clock: on a loaded machine they measure the machine as much as the store.
