@@ -475,6 +475,7 @@ def _mount_optional() -> None:
     from evoskill.explore_cli import explore
     from evoskill.export_cli import export
     from evoskill.library.cli import demos, library_app
+    from evoskill.memory_cli import memory_app
     from evoskill.runs_cli import runs_app
     from evoskill.trace_cli import trace
     from evoskill.train_cli import train
@@ -485,6 +486,7 @@ def _mount_optional() -> None:
     app.command("export")(export)
     app.add_typer(library_app, name="library")
     app.add_typer(runs_app, name="runs")
+    app.add_typer(memory_app, name="memory")
     app.command("trace")(trace)
     with contextlib.suppress(ImportError):
         from evoskill.bench import bench_app

@@ -124,6 +124,32 @@ def quality(
                       json_path, library.resolve() if library else None, rows, first_seed)
 
 
+@bench_app.command("memory")
+def memory(
+    json_path: Path | None = typer.Option(None, "--json", help="Write the rows and ratios here."),
+    sizes: str = typer.Option("1000,10000,50000", help="Stored experiences at each measurement, increasing."),
+    queries: int = typer.Option(300, help="Query texts per size (latency percentiles and recall over them)."),
+    engines: str = typer.Option("local,edge", help="local (Qdrant local mode), edge (Qdrant Edge, if installed)."),
+    work_dir: Path | None = typer.Option(None, help="Folder for the temporary stores (default: the system's)."),
+    local_on_disk: bool = typer.Option(True, "--local-on-disk/--local-in-memory",
+                                       help="Local mode persisted under a folder (as the service) or in memory."),
+) -> None:
+    """Memory store writes/s, retrieval p50/p99 and recall@10 against exact cosine, Qdrant local mode beside
+    Qdrant Edge, at each size."""
+    from evoskill.bench.memory import print_table, run_memory_bench  # qdrant and numpy only when run
+
+    try:
+        counts = [int(s) for s in sizes.split(",") if s.strip()]
+        chosen = [e.strip() for e in engines.split(",") if e.strip()]
+        if queries < 1 or not set(chosen) <= {"local", "edge"} or "local" not in chosen:
+            raise ValueError("--queries must be >= 1 and --engines local or local,edge")
+        summary = run_memory_bench(json_path, counts, queries, work_dir, chosen, local_on_disk=local_on_disk)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    print_table(summary)
+
+
 @bench_app.command("targets")
 def targets(
     json_path: Path | None = typer.Option(None, "--json", help="Write the table here."),

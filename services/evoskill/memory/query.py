@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from qdrant_client import models
 
+from evoskill.core.errors import InvalidInput
 from evoskill.core.memory import Retrieval, novelty_penalties
+from evoskill.core.memory.experience import OUTCOMES
+from evoskill.memory.v1 import memory_pb2
 
 # Payload fields retrieval filters on, and their index types (created on a server; see store.py).
 INDEXED_FIELDS: dict[str, models.PayloadSchemaType] = {
@@ -18,6 +21,7 @@ INDEXED_FIELDS: dict[str, models.PayloadSchemaType] = {
     "outcome": models.PayloadSchemaType.KEYWORD,
     "action": models.PayloadSchemaType.KEYWORD,
     "episode_id": models.PayloadSchemaType.KEYWORD,
+    "session_id": models.PayloadSchemaType.KEYWORD,
     "reward_unit": models.PayloadSchemaType.FLOAT,
 }
 # What a point stored before these fields existed counts as.
@@ -32,16 +36,30 @@ def matches_any(key: str, values: list[str]) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchAny(any=values))
 
 
+def field_conditions(fields: dict[str, str], outcomes: tuple[str, ...] = ()) -> list[models.Condition]:
+    """Each set field matched exactly, and the outcome one of `outcomes` (payload names) when any."""
+    must: list[models.Condition] = [matches(key, value) for key, value in fields.items() if value]
+    if outcomes:
+        must.append(matches_any("outcome", list(outcomes)))
+    return must
+
+
+def filter_conditions(flt: memory_pb2.MemoryFilter) -> list[models.Condition]:
+    """A List or Delete filter as conditions (none: every unit)."""
+    bad = [o for o in flt.outcomes if o not in OUTCOMES]
+    if bad:
+        raise InvalidInput(f"filter.outcomes holds values that are no Outcome: {bad}")
+    fields = {name: getattr(flt, name) for name in ("env_spec", "env_family", "episode_id", "template", "session_id")}
+    return field_conditions(fields, tuple(OUTCOMES[o] for o in flt.outcomes))
+
+
 def recall_filter(retrieval: Retrieval) -> models.Filter | None:
     """The first stage's payload filter: environment, family, skill, outcome; and for alternatives (seed 004
     §2.2: similar situation, different action, acceptable outcome) none of the session's actions, not lost,
     a reward >= 0."""
-    must: list[models.Condition] = [matches(key, value) for key, value in (
-        ("env_spec", retrieval.env_spec), ("env_family", retrieval.env_family), ("template", retrieval.template),
-    ) if value]
+    must = field_conditions({"env_spec": retrieval.env_spec, "env_family": retrieval.env_family,
+                             "template": retrieval.template}, retrieval.outcomes)
     must_not: list[models.Condition] = []
-    if retrieval.outcomes:
-        must.append(matches_any("outcome", list(retrieval.outcomes)))
     if retrieval.alternatives:
         taken = sorted(set(retrieval.taken_actions))
         if taken:

@@ -12,6 +12,7 @@ left pending.
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import grpc
 
@@ -25,6 +26,7 @@ from evoskill.core.memory import (
 )
 from evoskill.core.memory.experience import OUTCOMES
 from evoskill.events.v1 import events_pb2
+from evoskill.memory.query import filter_conditions
 from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2, memory_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
@@ -58,6 +60,20 @@ def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) ->
     )
 
 
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
+
+def page_offset(token: str) -> str | None:
+    """A page token is the point id the previous page stopped before (a UUID)."""
+    if not token:
+        return None
+    try:
+        return str(uuid.UUID(token))
+    except ValueError:
+        raise InvalidInput(f"page_token {token!r} is not one a List reply gave") from None
+
+
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     def __init__(self, store: ExperienceStore, settings: MemorySettings) -> None:
         self.store = store
@@ -77,18 +93,46 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         query = make_query(request, self.settings)
         return memory_pb2.RetrieveReply(results=await asyncio.to_thread(self.store.retrieve, query))
 
+    @rpc_method
+    async def List(self, request: memory_pb2.ListRequest, context: grpc.aio.ServicerContext) -> memory_pb2.ListReply:
+        if not 0 <= request.limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be in 0..{MAX_PAGE} (0 = {DEFAULT_PAGE}), got {request.limit}")
+        conditions, offset = filter_conditions(request.filter), page_offset(request.page_token)
+        units, after, matched = await asyncio.to_thread(self.store.page, conditions, request.limit or DEFAULT_PAGE,
+                                                        offset)
+        return memory_pb2.ListReply(experiences=units, next_page_token=after, matched=matched)
+
+    @rpc_method
+    async def Get(self, request: memory_pb2.GetRequest, context: grpc.aio.ServicerContext) -> memory_pb2.GetReply:
+        if not all(request.ids):
+            raise InvalidInput("ids holds an empty id")
+        return memory_pb2.GetReply(experiences=await asyncio.to_thread(self.store.get, list(request.ids)))
+
+    @rpc_method
+    async def Delete(
+        self, request: memory_pb2.DeleteRequest, context: grpc.aio.ServicerContext
+    ) -> memory_pb2.DeleteReply:
+        conditions = filter_conditions(request.filter)
+        if request.all and conditions:
+            raise InvalidInput("all deletes every unit: leave the filter empty")
+        if not request.all and not conditions:
+            raise InvalidInput("the filter is empty: set a field, or all to delete every unit")
+        return memory_pb2.DeleteReply(deleted=await asyncio.to_thread(self.store.delete, conditions))
+
+
+def open_store(settings: Settings) -> ExperienceStore:
+    """The configured collection (blocking). Local mode: fails while another process holds the folder."""
+    featurizer = make_featurizer(settings)  # MiniLM: ~0.5 s, or ~9 s on the first start (ONNX export)
+    client = open_qdrant(settings)
+    try:
+        return ExperienceStore(client, settings.qdrant.collection, featurizer, indexed=bool(settings.qdrant.url))
+    except BaseException:
+        client.close()
+        raise
+
 
 async def create(settings: Settings, bus: Bus) -> ServiceParts:
-    def open_store() -> ExperienceStore:
-        featurizer = make_featurizer(settings)  # MiniLM: ~0.5 s, or ~9 s on the first start (ONNX export)
-        client = open_qdrant(settings)
-        try:
-            return ExperienceStore(client, settings.qdrant.collection, featurizer, indexed=bool(settings.qdrant.url))
-        except BaseException:
-            client.close()
-            raise
-
-    store = await asyncio.to_thread(open_store)
+    store = await asyncio.to_thread(open_store, settings)
     servicer = MemoryServicer(store, settings.memory)
 
     # InvalidInput (no action, no goal and state, no episode id) -> dead letter with the reason.

@@ -172,6 +172,34 @@ class ExperienceStore:
             for i in mmr(scores, vectors, diversity, retrieval.limit)
         ]
 
+    def page(self, conditions: list[models.Condition], limit: int,
+             offset: str | None) -> tuple[list[memory_pb2.Experience], str, int]:
+        """A page of the units matching every condition, in point-id order: (units, next offset or "", how
+        many match in all)."""
+        where = models.Filter(must=conditions) if conditions else None
+        with self._lock:
+            points, after = self.client.scroll(self.collection, scroll_filter=where, limit=limit, offset=offset,
+                                               with_payload=True, with_vectors=False)
+            matched = self.client.count(self.collection, count_filter=where, exact=True).count
+        return [from_payload(p.payload or {}) for p in points], "" if after is None else str(after), int(matched)
+
+    def get(self, keys: Sequence[str]) -> list[memory_pb2.Experience]:
+        """The units stored under these keys, in their order; missing ones left out."""
+        ids = [point_id(key) for key in keys]
+        with self._lock:
+            points = self.client.retrieve(self.collection, ids, with_payload=True, with_vectors=False)
+        found = {str(p.id): p.payload or {} for p in points}
+        return [from_payload(found[i]) for i in ids if i in found]
+
+    def delete(self, conditions: list[models.Condition]) -> int:
+        """Delete the units matching every condition (no condition: all of them); returns how many."""
+        where = models.Filter(must=conditions)
+        with self._lock:
+            doomed = int(self.client.count(self.collection, count_filter=where, exact=True).count)
+            if doomed:
+                self.client.delete(self.collection, points_selector=models.FilterSelector(filter=where))
+        return doomed
+
     def count(self) -> int:
         with self._lock:
             return int(self.client.count(self.collection).count)

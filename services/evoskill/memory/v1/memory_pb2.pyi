@@ -128,3 +128,65 @@ class RetrieveReply(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredExperience]
     def __init__(self, results: _Optional[_Iterable[_Union[ScoredExperience, _Mapping]]] = ...) -> None: ...
+
+class MemoryFilter(_message.Message):
+    __slots__ = ("env_spec", "env_family", "outcomes", "episode_id", "template", "session_id")
+    ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
+    ENV_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    env_spec: str
+    env_family: str
+    outcomes: _containers.RepeatedScalarFieldContainer[Outcome]
+    episode_id: str
+    template: str
+    session_id: str
+    def __init__(self, env_spec: _Optional[str] = ..., env_family: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[Outcome, str]]] = ..., episode_id: _Optional[str] = ..., template: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("filter", "limit", "page_token")
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    filter: MemoryFilter
+    limit: int
+    page_token: str
+    def __init__(self, filter: _Optional[_Union[MemoryFilter, _Mapping]] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListReply(_message.Message):
+    __slots__ = ("experiences", "next_page_token", "matched")
+    EXPERIENCES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    experiences: _containers.RepeatedCompositeFieldContainer[Experience]
+    next_page_token: str
+    matched: int
+    def __init__(self, experiences: _Optional[_Iterable[_Union[Experience, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., matched: _Optional[int] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetReply(_message.Message):
+    __slots__ = ("experiences",)
+    EXPERIENCES_FIELD_NUMBER: _ClassVar[int]
+    experiences: _containers.RepeatedCompositeFieldContainer[Experience]
+    def __init__(self, experiences: _Optional[_Iterable[_Union[Experience, _Mapping]]] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("filter", "all")
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    filter: MemoryFilter
+    all: bool
+    def __init__(self, filter: _Optional[_Union[MemoryFilter, _Mapping]] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class DeleteReply(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    def __init__(self, deleted: _Optional[int] = ...) -> None: ...

@@ -45,6 +45,21 @@ class MemoryServiceStub:
                 request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.RetrieveRequest.SerializeToString,
                 response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.RetrieveReply.FromString,
                 _registered_method=True)
+        self.List = channel.unary_unary(
+                '/evoskill.memory.v1.MemoryService/List',
+                request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+                response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.ListReply.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/evoskill.memory.v1.MemoryService/Get',
+                request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
+                response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.GetReply.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/evoskill.memory.v1.MemoryService/Delete',
+                request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteReply.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -63,6 +78,26 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def List(self, request, context):
+        """Browsing and housekeeping (`evoskill memory`): a page of the units under a filter, units by id, and
+        deletion by filter (everything only when asked for explicitly).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +110,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Retrieve,
                     request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.RetrieveRequest.FromString,
                     response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.RetrieveReply.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.ListRequest.FromString,
+                    response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.ListReply.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.GetRequest.FromString,
+                    response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.GetReply.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteRequest.FromString,
+                    response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +182,87 @@ class MemoryService:
             '/evoskill.memory.v1.MemoryService/Retrieve',
             evoskill_dot_memory_dot_v1_dot_memory__pb2.RetrieveRequest.SerializeToString,
             evoskill_dot_memory_dot_v1_dot_memory__pb2.RetrieveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.memory.v1.MemoryService/List',
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.ListReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.memory.v1.MemoryService/Get',
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.GetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.memory.v1.MemoryService/Delete',
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteReply.FromString,
             options,
             channel_credentials,
             insecure,
