@@ -74,6 +74,7 @@ async def test_the_library_is_imported_trained_on_exported_and_kept_over_a_resta
                                  "--no-seen", "--out", str(library), "--to-learner")
         assert rc == 0 and "learner: 3 stored, 0 already there; the offline library holds 3 episodes" in out, out
         assert "3 episodes (3 won)" in out and "episodes/s" in out
+        assert "1/3 gold paths (1 won) in" in out and "3/3 gold paths (3 won)" in out  # progress, piped stdout
         rc, out = await evoskill(settings, "library", "import", str(library))  # run twice: nothing new
         assert rc == 0 and "0 stored, 3 already there" in out, out
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from rich.console import Console
 
 from evoskill.bench.outer_loop import AgentRow
-from evoskill.bench.quality import quality_summary, setting_overrides, show_quality
+from evoskill.bench.quality import GAME_CACHE_VAR, quality_summary, setting_overrides, shared_game_cache, show_quality
 from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve, with_budget
 from evoskill.envs.scienceworld_env import scienceworld_available
 from evoskill.envs.spec import parse_spec
@@ -41,6 +43,17 @@ def test_settings_reach_the_stacks_as_environment_variables_once_checked() -> No
                      ("learner.lr=fast", "valid number")]:
         with pytest.raises(ValueError, match=why):
             setting_overrides([bad])
+
+
+def test_every_seed_shares_the_callers_game_cache_unless_one_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(GAME_CACHE_VAR, raising=False)
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    assert shared_game_cache({}) == {GAME_CACHE_VAR: str(tmp_path / "state" / "cache" / "textworld")}
+    assert shared_game_cache({GAME_CACHE_VAR: "mine"}) == {}
+    monkeypatch.setenv(GAME_CACHE_VAR, "theirs")
+    assert shared_game_cache({}) == {}
 
 
 def test_the_summary_gives_mean_and_spread_over_seeds_with_the_budget() -> None:

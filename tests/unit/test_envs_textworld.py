@@ -9,13 +9,16 @@ import pytest
 
 pytest.importorskip("textworld")
 
-from evoskill.envs import EnvSpecError, EnvStateError, InvalidActionError, make_env, parse_spec
+from evoskill.common.v1.common_pb2 import Observation
+from evoskill.envs import EnvSpecError, EnvStateError, InvalidActionError, make_env, parse_spec, textworld_state
 from evoskill.envs.textworld_env import (
     DEFAULT_CACHE_DIR,
     TextWorldAdapter,
     game_dir,
     tw_make_argv,
 )
+from evoskill.sandbox.host import EnvHost
+from evoskill.sandbox.v1 import sandbox_pb2
 
 CUSTOM = "tw:custom?world_size=3,nb_objects=5,quest_length=3"
 COIN = "tw:tw-coin_collector?level=1"
@@ -133,6 +136,71 @@ def test_native_copy_and_snapshot_restore(custom: TextWorldAdapter) -> None:
     for action in gold[1:]:
         custom.step(action)
     assert custom.won
+
+
+def play(env: TextWorldAdapter, actions: list[str]) -> list[tuple[Observation, float]]:
+    """Step ``actions`` until the episode ends; every observation (text, score, done, valid actions, ...)."""
+    out = []
+    for action in actions:
+        if env.done:
+            break
+        out.append(env.step(action))
+    return out
+
+
+def test_in_place_snapshot_matches_a_fresh_replay(custom: TextWorldAdapter) -> None:
+    custom.reset(seed=0, fold="train")
+    gold = custom.gold_path() or []
+    custom.step(gold[0])
+    detours = [a for a in custom.valid_actions() if a.split()[0] in ("examine", "look", "inventory")][:3]
+    actions = [*detours, *gold[1:]]
+    env, machine = custom._env, custom._env.unwrapped._jericho
+    snap = custom.snapshot()
+    assert isinstance(snap.native, textworld_state.TextWorldState)
+    first = play(custom, actions)
+    assert custom.won and len(first) == len(actions)
+    custom.restore(snap)
+    assert custom._env is env and custom._env.unwrapped._jericho is machine  # the same env, no new Frotz
+    again = play(custom, actions)
+    custom.reset(seed=0, fold="dev")  # another game loaded: restore loads the snapshot's back
+    custom.restore(snap)
+    after_load = play(custom, actions)
+    custom.restore(snap)
+    twin = custom.copy()  # env.copy() of a restored env
+    try:
+        copied = play(twin, actions)
+    finally:
+        twin.close()
+    custom.reset(seed=0, fold="train")
+    custom.step(gold[0])
+    fresh = play(custom, actions)
+    assert first == again == after_load == copied == fresh
+
+
+def _probed_gold_path(spec: str, cache: Path) -> list[object]:
+    """The gold path with every valid action probed before each real step: probe results and transitions."""
+    host, _ = EnvHost.open(spec, 0, "train", cache_dir=str(cache))
+    try:
+        trace: list[object] = []
+        gold = host.env.gold_path() or []
+        for k, action in enumerate(gold):
+            paths = [[a] for a in host.env.valid_actions()] + ([[action, "look"]] if k + 1 < len(gold) else [])
+            results, _ = host.simulate([sandbox_pb2.Probe(actions=p) for p in paths], gamma=0.9)
+            trace += results
+            trace.append(host.step(action))
+        assert host.env.won
+        return trace
+    finally:
+        host.close()
+
+
+def test_search_probes_in_place_match_whole_env_copies(
+    custom: TextWorldAdapter, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_place = _probed_gold_path(CUSTOM, cache)
+    monkeypatch.setattr(textworld_state, "capture", lambda env: None)  # snapshots by env.copy(), as before
+    copied = _probed_gold_path(CUSTOM, cache)
+    assert in_place == copied
 
 
 def test_coin_collector_level1_wins_and_is_cached(cache: Path) -> None:

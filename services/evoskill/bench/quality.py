@@ -35,6 +35,8 @@ from evoskill.bench.suites import AGENTS, Budget, Suite
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
 
+GAME_CACHE_VAR = "EVOSKILL_SANDBOX__TEXTWORLD_CACHE_DIR"
+
 
 def setting_overrides(pairs: list[str]) -> dict[str, str]:
     """`group.name=value` pairs as the environment variables that set them, each checked against Settings."""
@@ -58,6 +60,17 @@ def setting_overrides(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--set {pair!r}: {exc.errors()[0]['msg']}") from None
         out[f"EVOSKILL_{group.upper()}__{name.upper()}"] = value
     return out
+
+
+def shared_game_cache(overrides: dict[str, str]) -> dict[str, str]:
+    """The caller's tw-make game cache for the library and every seed's stack: a stack's default is under its
+    fresh state folder, where each seed would build every test game again. A cache set by --set or in the
+    environment is kept; the folder stays out of the recorded settings."""
+    if GAME_CACHE_VAR in overrides or GAME_CACHE_VAR in os.environ:
+        return {}
+    from evoskill.sandbox.service import textworld_cache_dir  # the sandbox's own default, not its gRPC at import
+
+    return {GAME_CACHE_VAR: textworld_cache_dir(Settings())}
 
 
 def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]:
@@ -90,7 +103,8 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     started = time.perf_counter()
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
-    library, log, plain = work_dir / "library.jsonl", work_dir / "bench.log", dict(os.environ, **overrides)
+    processes = {**overrides, **shared_game_cache(overrides)}  # what every process runs with
+    library, log, plain = work_dir / "library.jsonl", work_dir / "bench.log", dict(os.environ, **processes)
     if library_from is not None:
         shutil.copyfile(library_from, library)
         demos = library_tally(library)
@@ -110,7 +124,7 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     for seed in range(first_seed, first_seed + (seeds if theta_rows else 1)):
         folder = work_dir / f"seed-{seed}"
         seed_started = time.perf_counter()
-        with stack(folder, overrides) as env:
+        with stack(folder, processes) as env:
             if theta_rows:
                 version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
                 for row, agent in theta_rows:

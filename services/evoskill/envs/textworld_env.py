@@ -264,7 +264,8 @@ class TextWorldAdapter(BaseTextEnv):
     Folds: ``reset(seed, fold)`` plays the game generated with ``--seed OFFSET[fold] + seed % 10**6``
     (train 0..999999, dev 1000000.., test 2000000..); tw-cooking additionally uses
     ``--split train|valid|test`` for train|dev|test unless ``split`` is given in the spec.
-    Native copy: ``copy()`` and ``snapshot()/restore()`` use TextWorld's ``env.copy()``.
+    Native copy: ``copy()`` uses TextWorld's ``env.copy()``; ``snapshot()/restore()`` save and put back the
+    Z-machine's and the wrappers' state on the same env (textworld_state).
     """
 
     scheme = "tw"
@@ -386,12 +387,26 @@ class TextWorldAdapter(BaseTextEnv):
         return other
 
     def _native_snapshot(self) -> Any:
+        """The env's state in place (textworld_state), or a whole ``env.copy()`` where its wrappers are not
+        TextWorld's usual ones."""
         if self._env is None:
             return None
+        from evoskill.envs.textworld_state import capture
+
+        saved = capture(self._env)
+        if saved is not None:
+            return saved
         with _quiet_jericho():
             return (self._env.copy(), self._game_path)
 
     def _native_restore(self, native: Any) -> bool:
+        from evoskill.envs.textworld_state import TextWorldState, apply
+
+        if isinstance(native, TextWorldState):
+            if self._env is None or not apply(self._env, native):
+                return False  # the base class replays the snapshot's actions instead
+            self._game_path = Path(native.gamefile)
+            return True
         env, path = native
         old = self._env
         with _quiet_jericho():

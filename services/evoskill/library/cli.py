@@ -55,6 +55,11 @@ def _say_imported(reply: Any) -> None:
                   f"{reply.library_episodes} episodes, {reply.library_steps} steps")
 
 
+def _progress_due(done: int, total: int) -> bool:
+    """Whether a progress line is due after `done` of `total` episodes: about every 5%, and the last."""
+    return done == total or done % max(1, total // 20) == 0
+
+
 def demos(
     env: Annotated[str, typer.Option(help="environment spec, e.g. 'twx:cookingworld?numLocations=1'")],
     episodes: Annotated[int, typer.Option(help="games, one gold path each (seeds start-seed, start-seed+1, ...)")],
@@ -98,6 +103,8 @@ def demos(
                 if sink is not None:
                     write_jsonl([episode], sink)
                 progress.advance(task)
+                if not console.is_terminal and _progress_due(tally.episodes, episodes):  # no live bar in a log
+                    console.print(f"{tally.episodes}/{episodes} gold paths ({tally.won} won) in {tally.seconds:.0f}s")
                 yield episode
 
     with Progress(console=console) as progress:
