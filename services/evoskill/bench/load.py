@@ -3,7 +3,8 @@
 One stack (nats-server, Temporal, every service its own process, on free ports and a temporary state folder,
 loopback only) plays `episodes` train-fold episodes, `concurrency` at a time, for at most `max_seconds` (no new
 episode starts after it). Measured from the client: episodes per minute, real steps per second, and each step's
-latency (the time between two steps of an episode arriving on the PlayEpisode stream, search included).
+latency (the time between two steps of an episode arriving on the PlayEpisode stream, search included; the
+first step, which waits for the session's environment to start, is reported apart).
 
 Then, once every durable consumer has acknowledged everything, the counts of the run are read from each
 part's own store (`stack.counts`) and reconciled: episodes finished = episode.completed events = episodes in the
@@ -44,7 +45,8 @@ class Played:
     episode_id: str
     seconds: float
     steps: int
-    step_latencies: list[float] = field(default_factory=list)
+    step_latencies: list[float] = field(default_factory=list)  # from the second step on
+    first_step_s: float = 0.0  # start to the first step: the session's open (an environment's start) included
     error: str = ""
 
 
@@ -79,8 +81,10 @@ async def play_timed(settings: Settings, episode_id: str, env: str, seed: int, a
     try:
         outcome = await play(settings, request, on_update)
     except Exception as exc:  # an episode lost to the services is counted, not fatal
-        return Played(episode_id, time.perf_counter() - started, len(latencies), latencies, f"{exc}"[:300])
-    return Played(episode_id, time.perf_counter() - started, outcome.steps, latencies)
+        return Played(episode_id, time.perf_counter() - started, len(latencies), latencies[1:],
+                      latencies[0] if latencies else 0.0, f"{exc}"[:300])
+    return Played(episode_id, time.perf_counter() - started, outcome.steps, latencies[1:],
+                  latencies[0] if latencies else 0.0)
 
 
 async def drive(settings: Settings, run_id: str, env: str, episodes: int, concurrency: int, agent: str,
@@ -169,6 +173,7 @@ async def measure_load(settings: Settings, episodes: int, concurrency: int, env:
         "step_latency_p50_s": percentile(latencies, 50),
         "step_latency_p99_s": percentile(latencies, 99),
         "step_latency_mean_s": statistics.fmean(latencies) if latencies else 0.0,
+        "first_step_p50_s": percentile([p.first_step_s for p in played if p.steps], 50),
         "errors": [p.error for p in played if p.error],
         **reconciliation,
         "settings": {"env": env, "agent": agent, "episodes": episodes, "concurrency": concurrency,
@@ -188,7 +193,8 @@ def run_load_bench(json_path: Path | None, episodes: int, concurrency: int, env:
     console.print(f"{result['episodes_played']} episodes in {result['wall_time_s']:.0f} s, {concurrency} at a time: "
                   f"[bold]{result['episodes_per_min']:.1f}[/] episodes/min, {result['steps_per_s']:.1f} steps/s; "
                   f"step latency p50 {1000 * result['step_latency_p50_s']:.0f} ms, "
-                  f"p99 {1000 * result['step_latency_p99_s']:.0f} ms")
+                  f"p99 {1000 * result['step_latency_p99_s']:.0f} ms; first step (the environment's start "
+                  f"included) p50 {result['first_step_p50_s']:.1f} s")
     table = Table("count", "value", title="reconciliation")
     for name, value in result["counts"].items():
         table.add_row(name.replace("_", " "), str(value))
