@@ -498,13 +498,31 @@ _mount_optional()
 
 
 def main() -> None:
-    """The console entry point: a settings mistake is one line per setting and exit 2, not a traceback."""
+    """The console entry point: a usage mistake is one line and exit 2, a settings mistake one line per setting
+    and exit 2, not a traceback or a box."""
     from pydantic import ValidationError
+
+    # Typer vendors its click (0.29 pinned): its exceptions, not the `click` package's, reach here.
+    from typer import Abort
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     from evoskill.platform.config import ConfigFileError, explain
 
     try:
-        app()
+        code = app(standalone_mode=False)  # usage errors come here: one line, not click's box
+    except NoArgsIsHelpError as exc:
+        err.print(exc.format_message(), highlight=False, markup=False)
+        sys.exit(2)
+    except UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "evoskill"
+        err.print(f"[red]error:[/red] {exc.format_message()} (see `{where} --help`)", highlight=False)
+        sys.exit(2)
+    except ClickException as exc:
+        err.print(f"[red]error:[/red] {exc.format_message()}", highlight=False)
+        sys.exit(exc.exit_code)
+    except Abort:
+        err.print("aborted")
+        sys.exit(130)
     except ValidationError as exc:
         for line in explain(exc):
             err.print(f"[red]error:[/red] {line}")
@@ -512,6 +530,8 @@ def main() -> None:
     except ConfigFileError as exc:
         err.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

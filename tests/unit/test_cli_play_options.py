@@ -84,3 +84,19 @@ def test_eval_exits_1_saying_how_many_episodes_failed_and_keeps_them_in_the_repo
     assert report["errors"] == 1 and report["success_rate"] == 2 / 3
     failed = report["episodes"][1]
     assert failed["error"] == "INTERNAL: the sandbox's worker died" and failed["episode_id"].endswith("-1")
+
+
+def test_a_usage_mistake_is_one_line_and_exit_2_through_the_real_command() -> None:
+    """click's own errors (an unknown option, a value of the wrong type, a declared range) as one line naming the
+    flag and where to look, not click's box or a traceback."""
+    import subprocess
+    import sys
+
+    for args, named in ((["eval", "--env", "twx:coin", "--episodes", "abc"], "'--episodes'"),
+                        (["eval", "--bogus"], "--bogus"),
+                        (["bench", "pipeline", "--load", "--concurrency", "0"], "'--concurrency'")):
+        proc = subprocess.run([sys.executable, "-m", "evoskill", *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], proc.stderr
+        assert "--help`" in lines[0] and "Traceback" not in proc.stderr
