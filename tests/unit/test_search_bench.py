@@ -66,7 +66,7 @@ def test_bench_command_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     result = CliRunner().invoke(bench_app, args)
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())
-    assert set(figures) == {"evoskill", "evoskill_callbacks", "naive", "mctx"}
+    assert set(figures) == {"evoskill", "evoskill_callbacks", "naive", "mctx", "run"}  # run: what ran (provenance)
     assert figures["mctx"] is None
     assert figures["evoskill"] > 0 and figures["evoskill_callbacks"] > 0 and figures["naive"] > 0
     assert "sims/s" in result.output
