@@ -146,7 +146,8 @@ class ExperienceStore:
         the pending steps of an attempt that a crash cut short and a retry did not reach are removed."""
         points = self._points(experiences)
         with self._lock:
-            self.client.upsert(self.collection, points=points)
+            if points:  # Qdrant refuses an empty upsert; an episode with no storable step still clears its pending
+                self.client.upsert(self.collection, points=points)
             self.client.delete(self.collection, points_selector=models.FilterSelector(filter=pending_of(episode_id)))
         return len(points)
 
