@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from evoskill.orchestrator.training.logic import SEARCH_ALGORITHMS
+
 AGENTS = ("random", "mcts", "policy+mcts", "policy")  # the table's rows, by the agent `evoskill eval` plays
-TRAIN_SEARCHES = ("gumbel", "puct")  # the online epochs' search (Budget.train_search)
+TRAIN_SEARCHES = tuple(a for a in SEARCH_ALGORITHMS if a)  # the online epochs' search (Budget.train_search)
 
 
 @dataclass(frozen=True)
