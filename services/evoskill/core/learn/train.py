@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -258,14 +259,17 @@ class Learner:
         """One gradient step on `batch`; returns every loss term (before the step) and the grad norm."""
         return self._step(batch)[0]
 
-    def train(self, steps: int) -> dict[str, float]:
-        """`steps` updates on batches from the replay; the mean of each metric over the updates made, their
-        number as "steps" and the refused ones' as "skipped_steps" (each only when > 0; empty if no data)."""
+    def train(self, steps: int, stop: threading.Event | None = None) -> dict[str, float]:
+        """`steps` updates on batches from the replay (fewer if `stop` is set meanwhile); the mean of each metric
+        over the updates made, their number as "steps" and the refused ones' as "skipped_steps" (each only when
+        > 0; empty if no data)."""
         if self.replay is None:
             raise RuntimeError("train() samples from a replay; construct the Learner with one or call update()")
         totals: dict[str, float] = {}
         done = skipped = 0
         for _ in range(steps):
+            if stop is not None and stop.is_set():
+                break
             sample = self.replay.sample(self.settings.batch_size)
             if not sample.examples:
                 break
