@@ -50,10 +50,11 @@ def east_and_west(batch: Batch) -> tuple[list[np.ndarray], np.ndarray]:
         np.zeros(len(batch))
 
 
-def visits_of(penalty: float) -> list[int]:
+def visits_of(penalty: float, prefetch: bool = True) -> list[int]:
     player = EpisodePlayer(HostSandbox(), SimpleNamespace(Score=lambda r: SimpleNamespace(total=0.0)),
                            SearchConfig(), Scorer(RewardSettings()), east_and_west)
-    config = planner_pb2.SearchConfig(agent="policy", policy_revisit_penalty=penalty)  # the request's, as eval sets it
+    config = planner_pb2.SearchConfig(agent="policy", policy_revisit_penalty=penalty,  # the request's, as eval sets it
+                                      prefetch_children=1 if prefetch else 0)
     request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=20, config=config)
     list(player.play(request))
     return sorted(player.episode.visited.values(), reverse=True)
@@ -66,6 +67,14 @@ def test_each_earlier_visit_costs_a_candidate_logit(penalty: float) -> None:
         assert visits == [10, 10]  # plain argmax: between two rooms until the step limit
     else:
         assert visits[0] <= 3 and len(visits) >= 8  # the same θ leaves the loop for doors and rooms it has not seen
+
+
+def test_unstepped_candidates_are_charged_for_the_times_they_were_taken_here() -> None:
+    """ScienceWorld's children are not stepped (`prefetch_children=0`), so θ cannot see where a candidate
+    leads; taking it again in a state where it was taken is charged instead."""
+    assert visits_of(0.0, prefetch=False) == [10, 10]
+    visits = visits_of(1.0, prefetch=False)
+    assert visits[0] <= 3 and len(visits) >= 8
 
 
 class FailuresOfWalking:

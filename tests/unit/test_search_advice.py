@@ -23,9 +23,15 @@ def test_each_real_visit_to_where_a_root_candidate_leads_costs_its_logit() -> No
     from evoskill.core.search.types import Evaluation
 
     actions = {(): ["move west", "move east", "take coin"], ("move west",): []}
-    nodes = {("move west",): SimpleNamespace(state_key="hall"), ("move east",): SimpleNamespace(state_key="yard")}
+    nodes = {(): SimpleNamespace(state_key="kitchen"), ("move west",): SimpleNamespace(state_key="hall"),
+             ("move east",): SimpleNamespace(state_key="yard")}
     model = SimpleNamespace(nodes=nodes, actions=lambda path: actions[path])
     visits = {"hall": 3, "yard": 1}.get
     evaluation = revisits(lambda key: visits(key, 0), 0.5)(model, [()], Evaluation([np.ones(3)], np.zeros(1)))
-    # "take coin" was never stepped (no node): it costs nothing.
+    # "take coin" was never stepped (no node): it costs nothing...
     assert evaluation.logits is not None and evaluation.logits[0].tolist() == [-0.5, 0.5, 1.0]
+    # ... unless the episode took it in this state before: each time is a visit where it leads, at least.
+    tried = {("kitchen", "take coin"): 2, ("hall", "move east"): 5}
+    evaluation = revisits(lambda key: visits(key, 0), 0.5, lambda state, action: tried.get((state, action), 0))(
+        model, [()], Evaluation([np.ones(3)], np.zeros(1)))
+    assert evaluation.logits is not None and evaluation.logits[0].tolist() == [-0.5, 0.5, 0.0]

@@ -29,6 +29,10 @@ class EpisodeMemory:
     visited: Counter[str] = field(default_factory=Counter)  # state keys of the real states so far: times there
     notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
     taken: list[str] = field(default_factory=list)  # the actions taken, in order
+    # (state key, action) -> times taken there: where a candidate leads is unknown until it is stepped
+    # (ScienceWorld's hundreds of children are not), but in a deterministic game taking it again where it was
+    # taken leads where it led, so the count is a floor on the visits a revisit charge would count.
+    tried: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def step_seed(self, index: int) -> int:
         """A different search seed at every real step: with one seed for all steps, a state search misjudges
@@ -40,6 +44,7 @@ class EpisodeMemory:
         by `feedback`."""
         if state_key:
             self.visited[state_key] += 1
+            self.tried[state_key, action] += 1
         self.notes = notes_after(self.notes, action, feedback)
         self.taken.append(action)
 

@@ -155,6 +155,8 @@ class PolicyAgent:
     well as the world can. Like search, θ reads which candidates lead back to a visited state, and, as search
     charges revisits, each earlier visit to where a candidate leads costs it `policy_revisit_penalty` of
     logit: a greedy policy that loves "move north" otherwise walks between two rooms until the step limit.
+    Where a candidate was not stepped (ScienceWorld), the times it was taken here are charged instead: θ
+    cloned on five gold paths otherwise said "look around" a hundred times in a row.
     Retrieved memories tilt its logits as they tilt search's priors (search.memory_weight > 0)."""
 
     tools: AgentTools
@@ -170,7 +172,8 @@ class PolicyAgent:
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
         actions = list(env.actions(()))
-        visits = [step.memory.visited[env.nodes[(a,)].state_key] if seen else 0
+        here, memory = env.nodes[()].state_key, step.memory
+        visits = [memory.visited[env.nodes[(a,)].state_key] if seen else memory.tried[here, a]
                   for a, seen in zip(actions, env.seen(()), strict=True)]
         charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
         return Decision(actions[int(np.argmax(charged))], target, state_key=env.nodes[()].state_key,
@@ -200,7 +203,8 @@ class SearchAgent:
                 raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
             env.advice += self.tools.advice(self.env_spec, env, config, step.memory)
             if self.policy is not None and config.policy_revisit_penalty:
-                env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty))
+                env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty,
+                                           lambda state, action: step.memory.tried[state, action]))
             if self.policy is not None and config.entropy_trigger > 0:
                 sure = self._if_sure(env, config)
                 if sure is not None:

@@ -68,13 +68,16 @@ def ranking(rank: RankFn) -> Advice:
     return root_bonus(lambda model: rank(*state_text(model.observation(()), model.notes), model.actions(())))
 
 
-def revisits(visits: Callable[[str], int], penalty: float) -> Advice:
+def revisits(visits: Callable[[str], int], penalty: float,
+             tried: Callable[[str, str], int] = lambda state, action: 0) -> Advice:
     """Each earlier real visit to where a root candidate leads costs `penalty` of logit, as θ alone is
     charged (`search.policy_revisit_penalty`): θ's priors cloned from wandering gold paths otherwise keep
-    search walking between two rooms, one real step after another. Unstepped children cost nothing."""
+    search walking between two rooms, one real step after another. An unstepped child is charged for the
+    times the episode took that action in the root's state (`EpisodeMemory.tried`, a floor on its visits)."""
 
     def bonus_at(model: SearchModel) -> np.ndarray:
-        return -penalty * np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else 0
+        here = model.nodes[()].state_key
+        return -penalty * np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else tried(here, a)
                                     for a in model.actions(())], dtype=np.float64)
 
     return root_bonus(bonus_at)
