@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.cli_choices import AgentKind, Fold, Service
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
@@ -79,23 +80,19 @@ def _plain(value: object) -> object:
 
 
 @app.command()
-def serve(service: Annotated[str, typer.Argument(help=f"one of: {', '.join(SERVICES)}")]) -> None:
+def serve(service: Annotated[Service, typer.Argument()]) -> None:
     """Run one service in the foreground (what `evoskill up` starts for each service)."""
     from evoskill.platform.service import run_service
 
-    if service not in SERVICES:
-        _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
     asyncio.run(run_service(service, Settings()))
 
 
 @app.command()
-def health(service: Annotated[str, typer.Argument(help="service name")]) -> None:
+def health(service: Annotated[Service, typer.Argument()]) -> None:
     """Exit 0 when the service answers SERVING (container health checks)."""
     from evoskill.platform.rpc import check_health
 
-    if service not in SERVICES:
-        _fail(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}", 2)
     settings = Settings()
     ok = asyncio.run(check_health(settings.endpoint(service).target, settings=settings.grpc))
     raise typer.Exit(0 if ok else 1)
@@ -212,7 +209,7 @@ def _up_detached(settings: Settings, replicas: str) -> None:
 
 
 @app.command()
-def down(timeout: float = 60.0) -> None:
+def down(timeout: Annotated[float, typer.Option(min=0, help="seconds to wait for it to stop")] = 60.0) -> None:
     """Stop a stack started by `evoskill up` on this state folder."""
     from evoskill.stack.running import process_alive
     from evoskill.stack.supervisor import read_state
@@ -289,10 +286,10 @@ def run() -> None:
 def solve(
     env: Annotated[str, typer.Option(help="environment spec, e.g. twx:coin or 'twx:cookingworld?numLocations=1'")],
     seed: int = 0,
-    fold: str = "test",
-    simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 64,
-    agent: Annotated[str, typer.Option(help="mcts | random | policy | policy+mcts")] = "mcts",
-    max_steps: int = 50,
+    fold: Fold = Fold.TEST,
+    simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 64,
+    agent: Annotated[AgentKind, typer.Option(help="who plays (demo: the gold path)")] = AgentKind.MCTS,
+    max_steps: Annotated[int, typer.Option(min=1)] = 50,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
 ) -> None:
     """Play one episode through the services with a live progress display."""
@@ -300,7 +297,7 @@ def solve(
 
     from evoskill.clients.episodes import episode_request, play, services
 
-    env = _check_play_options(env, agent, fold, simulations=simulations, max_steps=max_steps)
+    env = _located_env(env)
     configured = Settings()
 
     async def main() -> None:
@@ -324,14 +321,14 @@ def solve(
 @app.command("eval")
 def eval_cmd(
     env: Annotated[str, typer.Option(help="environment spec")],
-    agent: Annotated[str, typer.Option(help="random | mcts | policy | policy+mcts | demo (gold path)")] = "mcts",
-    fold: str = "test",
-    episodes: int = 20,
-    simulations: int = 64,
-    max_steps: int = 50,
+    agent: Annotated[AgentKind, typer.Option(help="who plays (demo: the gold path)")] = AgentKind.MCTS,
+    fold: Fold = Fold.TEST,
+    episodes: Annotated[int, typer.Option(min=1)] = 20,
+    simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 64,
+    max_steps: Annotated[int, typer.Option(min=1)] = 50,
     seed_offset: int = 0,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
-    parallel: Annotated[int, typer.Option(help="episodes played at once")] = 1,
+    parallel: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 1,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
@@ -343,8 +340,7 @@ def eval_cmd(
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
     from evoskill.platform.provenance import write_report
 
-    env = _check_play_options(env, agent, fold, episodes=episodes, simulations=simulations, max_steps=max_steps,
-                              parallel=parallel)
+    env = _located_env(env)
     if json_path is not None:  # fail now, not after every episode was played
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -374,7 +370,7 @@ def eval_cmd(
                 written.append(json_path)
                 console.print(f"wrote {json_path} (each episode's id and trace id: `evoskill trace --episode ID`)")
 
-            slots = asyncio.Semaphore(max(parallel, 1))
+            slots = asyncio.Semaphore(parallel)
             with Progress(console=console) as progress:
                 task = progress.add_task(f"{agent} on {env}", total=episodes)
 
@@ -429,29 +425,22 @@ def envs_cmd() -> None:
     console.print(describe_environments(), markup=False, highlight=False, soft_wrap=True)
 
 
-AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
 # An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
 # mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
-def _check_play_options(env: str, agent: str, fold: str, **positive: int) -> str:
-    """Refuse what could only produce lost episodes, before any service is started, naming the flag. Returns
-    the spec as the services read it (a task file's path made absolute: they run in the state folder)."""
-    from evoskill.envs import FOLDS, EnvSpecError, parse_spec
+def _located_env(env: str) -> str:
+    """`--env` as the services read it (a task file's path made absolute: they run in the state folder); a spec
+    that names no environment is refused before any service is started (the flags' choices and ranges are
+    declared on them)."""
+    from evoskill.envs import EnvSpecError, parse_spec
     from evoskill.envs.spec import located
 
     try:
         parse_spec(env)
     except EnvSpecError as exc:
         _fail(f"--env {env!r}: {exc}", 2)
-    if agent not in AGENT_NAMES:
-        _fail(f"--agent {agent!r} is not one of {', '.join(AGENT_NAMES)}", 2)
-    if fold not in FOLDS:
-        _fail(f"--fold {fold!r} is not one of {', '.join(FOLDS)}", 2)
-    for name, value in positive.items():
-        if value < 1:
-            _fail(f"--{name.replace('_', '-')} must be at least 1 (got {value})", 2)
     return located(env)
 
 
@@ -515,7 +504,9 @@ def main() -> None:
         sys.exit(2)
     except UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "evoskill"
-        err.print(f"[red]error:[/red] {exc.format_message()} (see `{where} --help`)", highlight=False)
+        # A declared choice's refusal comes through pydantic in typer 0.29: "…: Value error, 'x' is not one of …".
+        message = exc.format_message().replace(": Value error, ", ": ")
+        err.print(f"[red]error:[/red] {message} (see `{where} --help`)", highlight=False)
         sys.exit(2)
     except ClickException as exc:
         err.print(f"[red]error:[/red] {exc.format_message()}", highlight=False)

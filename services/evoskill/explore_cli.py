@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from evoskill.cli_choices import HeldOutFold
 from evoskill.platform.config import Settings
 
 
@@ -14,18 +15,22 @@ def explore(
     candidate: Annotated[str, typer.Option(help="policy version to try, e.g. v000007")],
     env: Annotated[list[str], typer.Option(help="environment spec (repeat for several), e.g. twx:coin")],
     baseline: Annotated[str, typer.Option(help="default: the serving version (none promoted: the newest older)")] = "",
-    shadow_episodes: Annotated[int, typer.Option(help="baseline plays, candidate only says what it would do")] = 2,
-    canary_episodes: Annotated[int, typer.Option(help="episodes split between candidate and baseline")] = 4,
-    canary_fraction: Annotated[float, typer.Option(help="share of canary episodes the candidate plays")] = 0.5,
-    watch_episodes: Annotated[int, typer.Option(help="after promotion, played with what serves")] = 2,
-    simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 8,
-    max_steps: int = 10,
+    shadow_episodes: Annotated[int, typer.Option(min=0, help="baseline plays, candidate only says what it would "
+                                                             "do")] = 2,
+    canary_episodes: Annotated[int, typer.Option(min=2, help="episodes split between candidate and baseline")] = 4,
+    canary_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="share of canary episodes the candidate "
+                                                                          "plays (strictly between 0 and 1)")] = 0.5,
+    watch_episodes: Annotated[int, typer.Option(min=0, help="after promotion, played with what serves")] = 2,
+    simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 8,
+    max_steps: Annotated[int, typer.Option(min=1)] = 10,
     seed: int = 0,
-    fold: Annotated[str, typer.Option(help="dev | test (kept out of the learner's replay)")] = "dev",
-    min_agreement: Annotated[float, typer.Option(help="shadow: agreement needed where the baseline won")] = 0.5,
+    fold: Annotated[HeldOutFold, typer.Option(help="kept out of the learner's replay")] = HeldOutFold.DEV,
+    min_agreement: Annotated[float, typer.Option(min=0.0, max=1.0, help="shadow: agreement needed where the "
+                                                                        "baseline won")] = 0.5,
     success_margin: Annotated[float, typer.Option(help="allowed shortfall in success rate")] = 0.1,
     reward_margin: Annotated[float, typer.Option(help="allowed shortfall in mean reward")] = 0.5,
-    alpha: Annotated[float, typer.Option(help="one-sided test level (0.5 = point estimates decide)")] = 0.1,
+    alpha: Annotated[float, typer.Option(min=0.0, max=0.5, help="one-sided test level, above 0 (0.5 = point "
+                                                                "estimates decide)")] = 0.1,
     workflow_id: Annotated[str | None, typer.Option(help="default: explore-<random>")] = None,
 ) -> None:
     """Try a policy version safely: shadow mode, a canary, then promotion or rollback, and a watch window."""
@@ -38,7 +43,7 @@ def explore(
     params = ExplorationParams(
         candidate=candidate, envs=[located(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
         canary_episodes=canary_episodes, canary_fraction=canary_fraction, watch_episodes=watch_episodes,
-        simulations=simulations, max_steps=max_steps, seed=seed, fold=fold,
+        simulations=simulations, max_steps=max_steps, seed=seed, fold=fold.value,
         thresholds=Thresholds(min_agreement=min_agreement, success_margin=success_margin,
                               reward_margin=reward_margin, alpha=alpha))
     problems = validate(params)

@@ -16,14 +16,12 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from evoskill.cli_choices import ExportFold, ExportFormat
 from evoskill.platform.config import Settings
 
 if TYPE_CHECKING:  # the conversion (and torch, through core/learn) is imported when the command runs
     from evoskill.events.v1.events_pb2 import EpisodeCompleted
     from evoskill.library.finetune import ExportOptions, ExportTally, Row, ToolsOf
-
-ANY_FOLD = "any"
-
 
 class EnvTools:
     """The tool schemas of a `tools:` episode's task, from its environment (one env per spec, one reset per game)."""
@@ -74,15 +72,15 @@ def write_rows(rows: Iterable[Row], out: IO[str]) -> None:
 
 
 def export(
-    format_: Annotated[str, typer.Option("--format", help="sft (state → chosen action) or preference (chosen vs "
-                                                          "rejected by the search's Q)")],
+    format_: Annotated[ExportFormat, typer.Option("--format", help="sft (state → chosen action) or preference "
+                                                                   "(chosen vs rejected by the search's Q)")],
     json_path: Annotated[Path | None, typer.Option("--json", help="write the JSONL here (default: standard output)",
                                                    dir_okay=False)] = None,
     source: Annotated[Path | None, typer.Option("--from", help="a library JSONL file (docs/library.md) instead of "
                                                 "the learner's replay", exists=True, dir_okay=False)] = None,
     won_only: Annotated[bool | None, typer.Option("--won-only/--all-episodes", help="only won episodes (default: "
                                                   "on for sft, off for preference)", show_default=False)] = None,
-    fold: Annotated[str, typer.Option(help=f"train, dev, test or {ANY_FOLD}")] = "train",
+    fold: Annotated[ExportFold, typer.Option(help="a fold, or any")] = ExportFold.TRAIN,
     env: Annotated[str | None, typer.Option(help="only this environment spec, as the episodes name it")] = None,
     q_margin: Annotated[float | None, typer.Option(min=0, help="preference: how much lower a rejected action's Q "
                                                                "must be, in reward units (default 0.1)")] = None,
@@ -98,18 +96,14 @@ def export(
 ) -> None:
     """Write search results as JSONL for TRL's SFT or DPO trainer (one row per step; docs/export.md)."""
     from evoskill.cli import _fail, _run_client, err
-    from evoskill.envs.spec import FOLDS
-    from evoskill.library.finetune import FORMATS, Q_MARGIN, ExportOptions, ExportTally, export_rows
+    from evoskill.library.finetune import Q_MARGIN, ExportOptions, ExportTally, export_rows
     from evoskill.library.jsonl import LibraryFormatError, read_jsonl
 
-    if format_ not in FORMATS:
-        _fail(f"--format {format_!r} is not one of {', '.join(FORMATS)}", 2)
-    if fold not in (*FOLDS, ANY_FOLD):
-        _fail(f"--fold {fold!r} is not one of {', '.join((*FOLDS, ANY_FOLD))}", 2)
     if tool_calls and not tools:
         _fail("--tool-calls needs the tools column: drop --no-tools", 2)
     try:
-        options = ExportOptions(format=format_, won_only=won_only, fold=None if fold == ANY_FOLD else fold, env=env,
+        options = ExportOptions(format=format_.value, won_only=won_only,
+                                fold=None if fold is ExportFold.ANY else fold.value, env=env,
                                 q_margin=Q_MARGIN if q_margin is None else q_margin,
                                 pairs_per_state=pairs_per_state, limit=limit, tool_calls=tool_calls)
     except ValueError as exc:

@@ -7,34 +7,39 @@ from typing import Annotated
 
 import typer
 
+from evoskill.cli_choices import EvalAgent, HeldOutFold, SearchAlgorithm, TuneMode
 from evoskill.platform.config import Settings
 
 
 def train(
     env: Annotated[list[str], typer.Option(help="environment spec (repeat for several), e.g. twx:coin")],
-    epochs: int = 2,
-    episodes_per_epoch: Annotated[int, typer.Option(help="train-fold tasks played per epoch")] = 4,
-    eval_episodes: Annotated[int, typer.Option(help="held-out tasks evaluated after each epoch")] = 2,
-    simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 16,
-    search_algorithm: Annotated[str, typer.Option(help="puct | gumbel ('' = search.algorithm)")] = "",
-    max_steps: int = 20,
-    train_steps: Annotated[int, typer.Option(help="learner gradient steps per epoch")] = 20,
-    batch_size: Annotated[int, typer.Option(help="learner batch size (0 = learner.batch_size)")] = 0,
-    parallelism: Annotated[int, typer.Option(help="episodes played at once")] = 2,
+    epochs: Annotated[int, typer.Option(min=1)] = 2,
+    episodes_per_epoch: Annotated[int, typer.Option(min=1, help="train-fold tasks played per epoch")] = 4,
+    eval_episodes: Annotated[int, typer.Option(min=0, help="held-out tasks evaluated after each epoch")] = 2,
+    simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 16,
+    search_algorithm: Annotated[SearchAlgorithm | None, typer.Option(help="default: search.algorithm",
+                                                                     show_default=False)] = None,
+    max_steps: Annotated[int, typer.Option(min=1)] = 20,
+    train_steps: Annotated[int, typer.Option(min=0, help="learner gradient steps per epoch (>= 1 unless "
+                                                         "--no-train)")] = 20,
+    batch_size: Annotated[int, typer.Option(min=0, help="learner batch size (0 = learner.batch_size)")] = 0,
+    parallelism: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 2,
     seed: int = 0,
-    eval_fold: Annotated[str, typer.Option(help="dev | test")] = "dev",
-    tune: Annotated[str, typer.Option(help="'es': evolve c_puct, Dirichlet noise and rollout depth")] = "",
-    es_population: Annotated[int, typer.Option(help="ES candidates per generation (even)")] = 4,
+    eval_fold: HeldOutFold = HeldOutFold.DEV,
+    tune: Annotated[TuneMode | None, typer.Option(help="es: evolve c_puct, Dirichlet noise and rollout depth "
+                                                       "(default: no tuning)", show_default=False)] = None,
+    es_population: Annotated[int, typer.Option(min=2, help="ES candidates per generation (even)")] = 4,
     eval_start: Annotated[bool, typer.Option("--eval-start", help="epoch 0: the held-out games before any training")]
     = False,
-    demos: Annotated[int, typer.Option(help="train-fold gold paths into the offline library, then an imitation "
-                                            "epoch (behaviour cloning on them)")] = 0,
-    imitation_steps: Annotated[int, typer.Option(help="cloning steps of the imitation epoch (0 = --train-steps)")]
-    = 0,
-    online_fraction: Annotated[float | None, typer.Option(help="share of a search epoch's batches from its games "
-                                                               "(default learner.online_fraction)")] = None,
-    eval_agent: Annotated[str, typer.Option(help="'' = the epoch's agent; 'policy' = θ alone (random before θ)")]
-    = "",
+    demos: Annotated[int, typer.Option(min=0, help="train-fold gold paths into the offline library, then an "
+                                                   "imitation epoch (behaviour cloning on them)")] = 0,
+    imitation_steps: Annotated[int, typer.Option(min=0, help="cloning steps of the imitation epoch (0 = "
+                                                             "--train-steps)")] = 0,
+    online_fraction: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of a search epoch's "
+                                                          "batches from its games (default learner.online_fraction)")]
+    = None,
+    eval_agent: Annotated[EvalAgent | None, typer.Option(help="policy: θ alone (random before θ); default: the "
+                                                              "epoch's agent", show_default=False)] = None,
     policy: Annotated[str, typer.Option(help="θ version epoch 1 starts from (e.g. from `evoskill library train`)")]
     = "",
     keep_best: Annotated[bool, typer.Option(help="a new θ serves only if its held-out games match the best θ's "
@@ -53,13 +58,13 @@ def train(
     from evoskill.envs.spec import located  # a task file's path made absolute: services run in the state folder
     from evoskill.orchestrator.training.logic import TrainingParams, validate
 
-    params = TrainingParams(
+    params = TrainingParams(  # plain strings in the workflow's input, "" where an option is not given
         envs=list(map(located, env)), epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
-        simulations=simulations, search_algorithm=search_algorithm, max_steps=max_steps, train_steps=train_steps,
-        batch_size=batch_size, parallelism=parallelism, seed=seed, eval_fold=eval_fold, tune=tune,
-        es_population=es_population, train=not no_train, evaluate_start=eval_start, demos=demos,
-        imitation_steps=imitation_steps, online_fraction=online_fraction, eval_agent=eval_agent, start_policy=policy,
-        keep_best=keep_best)
+        simulations=simulations, search_algorithm=search_algorithm.value if search_algorithm else "",
+        max_steps=max_steps, train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed,
+        eval_fold=eval_fold.value, tune=tune.value if tune else "", es_population=es_population, train=not no_train,
+        evaluate_start=eval_start, demos=demos, imitation_steps=imitation_steps, online_fraction=online_fraction,
+        eval_agent=eval_agent.value if eval_agent else "", start_policy=policy, keep_best=keep_best)
     problems = validate(params)
     if problems:
         _fail("; ".join(problems), 2)

@@ -222,7 +222,12 @@ def test_train_command_refuses_bad_parameters_in_one_line() -> None:
 
     from evoskill.cli import app
 
-    result = CliRunner().invoke(app, ["train", "--env", "twx:coin", "--epochs", "0", "--tune", "cma"])
+    result = CliRunner().invoke(app, ["train", "--env", "twx:coin", "--train-steps", "0", "--tune", "es",
+                                      "--es-population", "3"])
     assert result.exit_code == 2
-    assert "epochs must be >= 1" in result.output and "tune must be one of" in result.output
+    assert "train_steps must be >= 1 when training" in result.output and "es_population must be even" in result.output
     assert "Traceback" not in result.output
+    # What a flag declares (a range, a choice) click refuses before the parameters are built.
+    for args, named in ((["--epochs", "0"], "'--epochs'"), (["--tune", "cma"], "'--tune'")):
+        result = CliRunner().invoke(app, ["train", "--env", "twx:coin", *args])
+        assert result.exit_code == 2 and named in result.output and "Traceback" not in result.output

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from evoskill.bench.suites import AGENTS
+from evoskill.core.agent import AgentKind
 
 bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
 
@@ -19,10 +20,10 @@ def _bench() -> None:
 @bench_app.command("planner")
 def planner(
     json_path: Path | None = typer.Option(None, "--json", help="Write simulations/s per implementation here."),
-    simulations: int = typer.Option(800, help="Simulations per search."),
-    branching: int = typer.Option(16, help="Actions per node of the synthetic tree."),
-    depth: int = typer.Option(10, help="Depth at which the synthetic tree's nodes are terminal."),
-    repeats: int = typer.Option(5, help="Timed searches per implementation (the best counts)."),
+    simulations: int = typer.Option(800, min=1, help="Simulations per search."),
+    branching: int = typer.Option(16, min=1, help="Actions per node of the synthetic tree."),
+    depth: int = typer.Option(10, min=1, help="Depth at which the synthetic tree's nodes are terminal."),
+    repeats: int = typer.Option(5, min=1, help="Timed searches per implementation (the best counts)."),
 ) -> None:
     """evoskill's search core vs a per-node-object Python MCTS vs DeepMind's mctx, same problem."""
     from evoskill.bench.planner import run_planner_bench  # heavy imports only when run
@@ -44,7 +45,7 @@ def pipeline(
                                                      "at a time; episodes/min, step latency, the reconciliation."),
     concurrency: int = typer.Option(8, min=1, help="--load: episodes played at once."),
     max_seconds: float = typer.Option(600.0, min=1.0, help="--load: no episode starts after this."),
-    agent: str = typer.Option("mcts", help="--load: the agent of every episode (random | mcts | policy | ...)."),
+    agent: AgentKind = typer.Option(AgentKind.MCTS, help="--load: the agent of every episode."),
 ) -> None:
     """Episodes/min of the real pipeline (sandbox, reward, planner processes) with tracing and metrics
     off and on, interleaved in one run; with --load, many concurrent episodes through the whole stack and
@@ -64,14 +65,15 @@ def pipeline(
 def outer_loop(
     env: str = typer.Option("twx:coin", help="Environment spec of the training and test games."),
     seeds: str = typer.Option("0,1,2", help="Training seeds, comma-separated; each trains a fresh θ."),
-    simulations: int = typer.Option(4, help="Simulations of θ + MCTS and of the same-budget uniform MCTS."),
-    baseline_multiple: int = typer.Option(3, help="The other uniform MCTS gets this many times the simulations."),
+    simulations: int = typer.Option(4, min=1, help="Simulations of θ + MCTS and of the same-budget uniform MCTS."),
+    baseline_multiple: int = typer.Option(3, min=1, help="The other uniform MCTS gets this many times the "
+                                                         "simulations."),
     train_args: str = typer.Option(
         "--epochs 3 --episodes-per-epoch 8 --eval-episodes 4 --simulations 8 --max-steps 40 --train-steps 100",
         help="Arguments of `evoskill train` (the training budget)."),
-    episodes: int = typer.Option(20, help="Test-fold games per agent (seeds 0..N-1)."),
-    max_steps: int = typer.Option(50, help="Steps per test game at most."),
-    parallel: int = typer.Option(2, help="Test games played at once."),
+    episodes: int = typer.Option(20, min=1, help="Test-fold games per agent (seeds 0..N-1)."),
+    max_steps: int = typer.Option(50, min=1, help="Steps per test game at most."),
+    parallel: int = typer.Option(2, min=1, help="Test games played at once."),
     work_dir: Path = typer.Option(Path(".evoskill/bench/outer-loop"), help="Stacks, reports and logs go here."),
     json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
     baselines_from: Path | None = typer.Option(
@@ -91,9 +93,10 @@ def quality(
                                                 "tw-treasure-hunter, tw-simple, scienceworld-<task>"),
     env: str | None = typer.Option(None, help="Run the suite's protocol on this environment instead."),
     quick: bool = typer.Option(False, "--quick", help="The suite's few-minute smoke budget."),
-    seeds: int = typer.Option(3, help="Training seeds (0..N-1); each trains θ on a fresh stack."),
-    first_seed: int = typer.Option(0, help="Start the training seeds here (a run of seeds 1..2 after one of 0)."),
-    workers: int = typer.Option(2, help="Worker processes generating the library."),
+    seeds: int = typer.Option(3, min=1, help="Training seeds (0..N-1); each trains θ on a fresh stack."),
+    first_seed: int = typer.Option(0, min=0, help="Start the training seeds here (a run of seeds 1..2 after one "
+                                                  "of 0)."),
+    workers: int = typer.Option(2, min=1, help="Worker processes generating the library."),
     set_: list[str] = typer.Option([], "--set", help="A setting for every process, e.g. learner.encoder=reader."),
     budget: list[str] = typer.Option([], "--budget", help="Change the suite's budget, e.g. simulations=8 "
                                                           "(recorded with the figures)."),
@@ -111,8 +114,6 @@ def quality(
     try:
         chosen = with_budget(resolve(suite, env), quick, budget)
         overrides = setting_overrides([*chosen.settings, *set_])
-        if seeds < 1 or workers < 1 or first_seed < 0:
-            raise ValueError("--seeds and --workers must be >= 1, --first-seed >= 0")
         rows = [a.strip() for a in agents.split(",") if a.strip()]
         agent_rows(chosen.pick(quick), rows)
         if library is not None and not library.is_file():
@@ -128,7 +129,7 @@ def quality(
 def memory(
     json_path: Path | None = typer.Option(None, "--json", help="Write the rows and ratios here."),
     sizes: str = typer.Option("1000,10000,50000", help="Stored experiences at each measurement, increasing."),
-    queries: int = typer.Option(300, help="Query texts per size (latency percentiles and recall over them)."),
+    queries: int = typer.Option(300, min=1, help="Query texts per size (latency percentiles and recall over them)."),
     engines: str = typer.Option("local,edge", help="local (Qdrant local mode), edge (Qdrant Edge, if installed)."),
     work_dir: Path | None = typer.Option(None, help="Folder for the temporary stores (default: the system's)."),
     local_on_disk: bool = typer.Option(True, "--local-on-disk/--local-in-memory",
@@ -141,8 +142,8 @@ def memory(
     try:
         counts = [int(s) for s in sizes.split(",") if s.strip()]
         chosen = [e.strip() for e in engines.split(",") if e.strip()]
-        if queries < 1 or not set(chosen) <= {"local", "edge"} or "local" not in chosen:
-            raise ValueError("--queries must be >= 1 and --engines local or local,edge")
+        if not set(chosen) <= {"local", "edge"} or "local" not in chosen:
+            raise ValueError("--engines must be local or local,edge")
         summary = run_memory_bench(json_path, counts, queries, work_dir, chosen, local_on_disk=local_on_disk)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -154,7 +155,7 @@ def memory(
 def targets(
     json_path: Path | None = typer.Option(None, "--json", help="Write the table here."),
     budgets: str = typer.Option("4,8,16", help="Simulations per search, comma-separated."),
-    seeds: int = typer.Option(200, help="Search seeds per row."),
+    seeds: int = typer.Option(200, min=1, help="Search seeds per row."),
 ) -> None:
     """θ's search targets at small budgets on toy games: PUCT's visit counts vs Gumbel MuZero's improved policy."""
     from evoskill.bench.search_targets import run_targets_bench

@@ -33,6 +33,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.core.agent import AgentKind
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
 from evoskill.stack.supervisor import free_ports
@@ -151,7 +152,7 @@ def run_outer_loop_bench(args: EvalArgs, seeds: list[int], simulations: int, bas
             report = json.loads((report_dir / "report.json").read_text())
             curves[seed] = [float(h["eval_mean_reward"]) for h in report["history"]]
             version = str(report["policy_version"])
-            for row, agent in ((theta_search, "policy+mcts"), (theta_alone, "policy")):
+            for row, agent in ((theta_search, AgentKind.POLICY_MCTS), (theta_alone, AgentKind.POLICY)):
                 row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
             console.print(f"  θ {version}: with search {theta_search.success[-1]:.0%}, "
                           f"alone {theta_alone.success[-1]:.0%}")
@@ -183,7 +184,7 @@ def play_baselines(args: EvalArgs, simulations: int, baseline_multiple: int, fol
 def play_baseline_rows(args: EvalArgs, rows: list[AgentRow], env: dict[str, str], folder: Path) -> None:
     """Random (a row of 0 simulations) and uniform-prior MCTS rows on the stack `env` reaches."""
     for row in rows:
-        agent = "random" if row.simulations == 0 else "mcts"
+        agent = AgentKind.RANDOM if row.simulations == 0 else AgentKind.MCTS
         row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json"))
 
 

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.clients.episodes import episode_request, play
+from evoskill.core.agent import AgentKind
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TelemetrySettings, TemporalSettings
 from evoskill.platform.provenance import write_report
 from evoskill.stack.supervisor import Stack, free_ports
@@ -162,7 +163,7 @@ def environment(**values: str) -> Iterator[None]:
 
 async def play_one(settings: Settings, mode: str, seed: int, env: str, simulations: int, max_steps: int,
                    rollout_depth: int) -> Episode:
-    request = episode_request(env, seed, "train", "mcts", simulations, max_steps, rollout_depth=rollout_depth)
+    request = episode_request(env, seed, "train", AgentKind.MCTS, simulations, max_steps, rollout_depth=rollout_depth)
     started = time.perf_counter()
     outcome = await play(settings, request)
     return Episode(mode, seed, time.perf_counter() - started, outcome.steps, outcome.env_steps)

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from evoskill.bench.outer_loop import AgentRow, EvalArgs, _cli, evaluate, play_baseline_rows, stack
 from evoskill.bench.suites import AGENTS, Budget, Suite
+from evoskill.core.agent import AgentKind
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
 
@@ -78,9 +79,10 @@ def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]
     unknown = sorted(set(agents) - set(AGENTS))
     if unknown or not agents:
         raise ValueError(f"--agents {','.join(agents)}: expected some of {', '.join(AGENTS)}")
-    names = {"random": AgentRow("random", 0), "mcts": AgentRow("uniform-prior MCTS", budget.simulations),
-             "policy+mcts": AgentRow("θ + MCTS (policy+mcts)", budget.simulations),
-             "policy": AgentRow("θ alone (policy)", 0)}
+    names = {AgentKind.RANDOM: AgentRow("random", 0),
+             AgentKind.MCTS: AgentRow("uniform-prior MCTS", budget.simulations),
+             AgentKind.POLICY_MCTS: AgentRow("θ + MCTS (policy+mcts)", budget.simulations),
+             AgentKind.POLICY: AgentRow("θ alone (policy)", 0)}
     return [names[a] for a in AGENTS if a in agents]
 
 
@@ -118,8 +120,8 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                   f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")
 
     by_agent = dict(zip((a for a in AGENTS if a in agents), rows, strict=True))
-    theta_rows = [(by_agent[a], a) for a in ("policy+mcts", "policy") if a in by_agent]
-    baselines = [by_agent[a] for a in ("random", "mcts") if a in by_agent]
+    theta_rows = [(by_agent[a], a) for a in (AgentKind.POLICY_MCTS, AgentKind.POLICY) if a in by_agent]
+    baselines = [by_agent[a] for a in (AgentKind.RANDOM, AgentKind.MCTS) if a in by_agent]
     trained: list[dict[str, Any]] = []
     for seed in range(first_seed, first_seed + (seeds if theta_rows else 1)):
         folder = work_dir / f"seed-{seed}"

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from evoskill.core.agent import AgentKind
 from evoskill.orchestrator.training.logic import SEARCH_ALGORITHMS
 
-AGENTS = ("random", "mcts", "policy+mcts", "policy")  # the table's rows, by the agent `evoskill eval` plays
+AGENTS = (AgentKind.RANDOM, AgentKind.MCTS, AgentKind.POLICY_MCTS, AgentKind.POLICY)  # the table's rows, as played
 TRAIN_SEARCHES = tuple(a for a in SEARCH_ALGORITHMS if a)  # the online epochs' search (Budget.train_search)
 
 

@@ -7,6 +7,7 @@ import uuid
 from rich.console import Console
 from rich.table import Table
 
+from evoskill.core.agent import AgentKind
 from evoskill.orchestrator.health.workflow import StackHealthWorkflow
 from evoskill.orchestrator.training.logic import TrainingParams
 from evoskill.platform.config import Settings
@@ -24,7 +25,7 @@ from evoskill.platform.temporal import connect
 # do not add to the cloned θ at this budget.
 SHORT_TRAINING = TrainingParams(envs=["twx:coin"], evaluate_start=True, demos=200, imitation_steps=600, epochs=3,
                                 episodes_per_epoch=6, eval_episodes=10, simulations=4, search_algorithm="gumbel",
-                                max_steps=25, train_steps=100, online_fraction=0.25, eval_agent="policy",
+                                max_steps=25, train_steps=100, online_fraction=0.25, eval_agent=AgentKind.POLICY,
                                 parallelism=2)
 
 

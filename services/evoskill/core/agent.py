@@ -13,12 +13,47 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.errors import InvalidInput
 from evoskill.core.state_text import notes_after
 from evoskill.events.v1.events_pb2 import SearchTarget
 from evoskill.planner.v1.planner_pb2 import SearchReply
+
+
+class AgentKind(StrEnum):
+    """Who plays: the names the protos and the CLI carry (`SearchConfig.agent`, `EpisodeCompleted.agent`)."""
+
+    RANDOM = "random"  # a uniformly random valid action: the baseline
+    MCTS = "mcts"  # search on uniform priors
+    POLICY = "policy"  # θ alone, greedy
+    POLICY_MCTS = "policy+mcts"  # search advised by θ
+    DEMO = "demo"  # the environment's gold path
+
+    @property
+    def searches(self) -> bool:
+        """Searches the state (a `Search` call can run it)."""
+        return self in (AgentKind.MCTS, AgentKind.POLICY_MCTS)
+
+    @property
+    def uses_policy(self) -> bool:
+        """Plays with a published policy (θ)."""
+        return self in (AgentKind.POLICY, AgentKind.POLICY_MCTS)
+
+    @property
+    def gold_path(self) -> bool:
+        """Its session must list the environment's gold path."""
+        return self is AgentKind.DEMO
+
+    @classmethod
+    def parse(cls, name: str) -> AgentKind:
+        """The kind `name` names (empty = mcts, the proto's default); InvalidInput naming the accepted ones."""
+        try:
+            return cls(name or cls.MCTS)
+        except ValueError:
+            raise InvalidInput(f"agent {name!r} is not one of {', '.join(cls)}") from None
 
 
 @dataclass
@@ -89,4 +124,4 @@ class RandomAgent:
         return Decision(actions[self.rng.randrange(len(actions))], SearchTarget(actions=actions))
 
 
-__all__ = ["Agent", "Decision", "EpisodeMemory", "RandomAgent", "Step"]
+__all__ = ["Agent", "AgentKind", "Decision", "EpisodeMemory", "RandomAgent", "Step"]

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from evoskill.core.agent import AgentKind
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.learn import Learner, MixedReplay, TextEncoder, TokenFeaturizer, TrainConfig, featurizer_from_spec
 from evoskill.core.learn.export import OnnxPolicy, unfit
@@ -110,7 +111,7 @@ class PolicyTrainer:
                 self.skipped.popitem(last=False)
             return "other_fold"
         # Demonstrations (the environment's gold path) anchor the offline library; the rest is online experience.
-        return "stored" if self.replay.add(episode, offline=episode.agent == "demo") else "duplicate"
+        return "stored" if self.replay.add(episode, offline=episode.agent == AgentKind.DEMO) else "duplicate"
 
     def import_episodes(self, episodes: list[events_pb2.EpisodeCompleted], first: int = 0) -> int:
         """Store episodes in the offline library, whatever their agent (a library import); returns how many were

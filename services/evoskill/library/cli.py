@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from evoskill.cli_choices import Fold
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
@@ -62,31 +63,28 @@ def _progress_due(done: int, total: int) -> bool:
 
 def demos(
     env: Annotated[str, typer.Option(help="environment spec, e.g. 'twx:cookingworld?numLocations=1'")],
-    episodes: Annotated[int, typer.Option(help="games, one gold path each (seeds start-seed, start-seed+1, ...)")],
-    fold: str = "train",
-    start_seed: int = 0,
-    workers: Annotated[int, typer.Option(help="worker processes, one environment each")] = 2,
+    episodes: Annotated[int, typer.Option(min=1, help="games, one gold path each (seeds start-seed, start-seed+1, "
+                                                      "...)")],
+    fold: Fold = Fold.TRAIN,
+    start_seed: Annotated[int, typer.Option(min=0)] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes, one environment each")] = 2,
     out: Annotated[Path | None, typer.Option(help="write the episodes here as JSONL (docs/library.md)")] = None,
     to_learner: Annotated[bool, typer.Option("--to-learner", help="store them in the stack's offline library")] = False,
     seen: Annotated[bool, typer.Option(help="mark candidates leading back to a visited state (steps every child)")]
     = True,
-    max_steps: Annotated[int, typer.Option(help="gold-path steps per episode at most")] = 1000,
+    max_steps: Annotated[int, typer.Option(min=1, help="gold-path steps per episode at most")] = 1000,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the throughput here")] = None,
 ) -> None:
     """Gold-path demonstrations straight from the environment, in parallel; prints episodes/s and steps/s."""
     from rich.progress import Progress
 
     from evoskill.cli import _fail, _run_client, console
-    from evoskill.envs.spec import FOLDS, EnvSpecError, parse_spec
+    from evoskill.envs.spec import EnvSpecError, parse_spec
     from evoskill.library.generate import Throughput, generate
     from evoskill.library.jsonl import write_jsonl
 
     if out is None and not to_learner:
         _fail("nowhere to put the episodes: give --out FILE.jsonl and/or --to-learner", 2)
-    if episodes < 1 or workers < 1 or start_seed < 0:
-        _fail("--episodes and --workers must be >= 1, --start-seed >= 0", 2)
-    if fold not in FOLDS:
-        _fail(f"fold {fold!r} is not one of {', '.join(FOLDS)}", 2)
     try:
         parse_spec(env)
     except EnvSpecError as exc:
@@ -98,7 +96,7 @@ def demos(
     def produced(progress: Progress) -> Iterator[events_pb2.EpisodeCompleted]:
         task = progress.add_task(f"gold paths of {env} ({fold})", total=episodes)
         with out.open("w", encoding="utf-8") if out else contextlib.nullcontext() as sink:
-            for episode in generate(env, fold, seeds, workers=workers, seen=seen, max_steps=max_steps,
+            for episode in generate(env, fold.value, seeds, workers=workers, seen=seen, max_steps=max_steps,
                                     settings=settings, throughput=tally):
                 if sink is not None:
                     write_jsonl([episode], sink)
@@ -178,10 +176,10 @@ def export_cmd(
 
 @library_app.command("train")
 def train_cmd(
-    steps: Annotated[int, typer.Option(help="gradient steps")],
-    batch_size: Annotated[int, typer.Option(help="0 = learner.batch_size")] = 0,
-    online_fraction: Annotated[float | None, typer.Option(help="share of each batch from online experience "
-                                                                "(default learner.online_fraction)")] = None,
+    steps: Annotated[int, typer.Option(min=1, help="gradient steps")],
+    batch_size: Annotated[int, typer.Option(min=0, help="0 = learner.batch_size")] = 0,
+    online_fraction: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of each batch from online "
+                                                          "experience (default learner.online_fraction)")] = None,
     seed: int = 0,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the reply (version, losses) here")] = None,
 ) -> None:

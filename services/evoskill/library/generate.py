@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from multiprocessing.util import Finalize
 from typing import Any
 
+from evoskill.core.agent import AgentKind
 from evoskill.core.reward import Scorer
 from evoskill.events.v1 import events_pb2
 from evoskill.planner.episode import EpisodePlayer
@@ -112,7 +113,7 @@ class DemoPlayer:
         player = EpisodePlayer(self.sandbox, self.reward, self.search_settings, self.reward.scorer)
         request = planner_pb2.PlayEpisodeRequest(env_spec=spec, seed=seed, fold=fold, max_steps=self.max_steps,
                                                  episode_id=episode_id(spec, fold, seed),
-                                                 config=planner_pb2.SearchConfig(agent="demo"))
+                                                 config=planner_pb2.SearchConfig(agent=AgentKind.DEMO))
         for _ in player.play(request):
             pass
         return player.completed, self.sandbox.env_steps - before

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, model_validator
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.agent import AgentKind
 from evoskill.core.episode_record import record_step, steps_with_states
 from evoskill.events.v1 import events_pb2
 
@@ -89,7 +90,7 @@ class EpisodeRecord(_Strict):
     seed: StrictInt
     fold: Literal["train", "dev", "test"]
     goal: StrictStr = ""
-    agent: StrictStr = "demo"
+    agent: StrictStr = AgentKind.DEMO.value
     policy_version: StrictStr = ""
     won: StrictBool
     score: Number

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from evoskill.core.agent import Agent, Decision, EpisodeMemory, RandomAgent, Step
+from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
@@ -255,14 +255,8 @@ class SearchAgent:
 # -- the factory ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AgentKind:
-    """How to build one kind of agent, and what it needs before it plays."""
-
-    build: Callable[[AgentTools, planner_pb2.PlayEpisodeRequest, PolicyFn | None, Sequence[str]], Agent]
-    theta: bool = False  # plays with a published policy (θ)
-    gold_path: bool = False  # its session must list the environment's gold path
-    searches: bool = False  # searches the state (a `Search` call can run it)
+# Builds an agent from its tools, the request, θ (for the kinds that use one) and the session's gold path.
+Build = Callable[[AgentTools, planner_pb2.PlayEpisodeRequest, PolicyFn | None, Sequence[str]], Agent]
 
 
 def _policy(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, policy: PolicyFn | None,
@@ -278,31 +272,26 @@ def _demo(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, policy: Po
     return DemoAgent(tools, deque(gold))
 
 
-AGENTS: dict[str, AgentKind] = {
-    "mcts": AgentKind(lambda tools, request, policy, gold: SearchAgent(tools, request.config, request.env_spec),
-                      searches=True),
-    "random": AgentKind(lambda tools, request, policy, gold: RandomAgent(random.Random(request.seed))),
-    "policy": AgentKind(_policy, theta=True),
-    "policy+mcts": AgentKind(lambda tools, request, policy, gold: SearchAgent(tools, request.config,
-                                                                              request.env_spec, policy),
-                             theta=True, searches=True),
-    "demo": AgentKind(_demo, gold_path=True),
+BUILDERS: dict[AgentKind, Build] = {
+    AgentKind.MCTS: lambda tools, request, policy, gold: SearchAgent(tools, request.config, request.env_spec),
+    AgentKind.RANDOM: lambda tools, request, policy, gold: RandomAgent(random.Random(request.seed)),
+    AgentKind.POLICY: _policy,
+    AgentKind.POLICY_MCTS: lambda tools, request, policy, gold: SearchAgent(tools, request.config,
+                                                                             request.env_spec, policy),
+    AgentKind.DEMO: _demo,
 }
 
 
 def agent_kind(config: planner_pb2.SearchConfig) -> AgentKind:
     """The kind `config.agent` names (empty = mcts); InvalidInput for any other name."""
-    name = config.agent or "mcts"
-    if name not in AGENTS:
-        raise InvalidInput(f"agent {name!r} is not one of {', '.join(AGENTS)}")
-    return AGENTS[name]
+    return AgentKind.parse(config.agent)
 
 
 def playable_kind(config: planner_pb2.SearchConfig, policy: PolicyFn | None) -> AgentKind:
     """`agent_kind`, and FailedPrecondition where it plays with θ and none is loaded."""
     kind = agent_kind(config)
-    if kind.theta and policy is None:
-        raise FailedPrecondition(f"agent {config.agent!r} needs a published policy, and none is loaded")
+    if kind.uses_policy and policy is None:
+        raise FailedPrecondition(f"agent {kind.value!r} needs a published policy, and none is loaded")
     return kind
 
 
@@ -310,8 +299,8 @@ def build_agent(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, poli
                 gold_path: Sequence[str] = ()) -> Agent:
     """The agent the request names, with θ = `policy` where it plays with one and the session's `gold_path`
     for the demonstration."""
-    return playable_kind(request.config, policy).build(tools, request, policy, gold_path)
+    return BUILDERS[playable_kind(request.config, policy)](tools, request, policy, gold_path)
 
 
-__all__ = ["AGENTS", "AgentKind", "AgentTools", "DemoAgent", "PolicyAgent", "SearchAgent", "agent_kind",
+__all__ = ["BUILDERS", "AgentTools", "DemoAgent", "PolicyAgent", "SearchAgent", "agent_kind",
            "build_agent", "playable_kind"]

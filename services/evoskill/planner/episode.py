@@ -27,7 +27,7 @@ from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn
 from evoskill.events.v1 import events_pb2
-from evoskill.planner.agents import AgentTools, agent_kind, playable_kind
+from evoskill.planner.agents import BUILDERS, AgentTools, agent_kind, playable_kind
 from evoskill.planner.llm import LlmProposer
 from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2
@@ -42,9 +42,9 @@ def validate(request: planner_pb2.PlayEpisodeRequest, defaults: SearchConfig) ->
     if not request.env_spec:
         raise InvalidInput("env_spec is empty; e.g. 'twx:coin'")
     kind = agent_kind(request.config)
-    if request.shadow_policy_version and not kind.theta:
+    if request.shadow_policy_version and not kind.uses_policy:
         raise InvalidInput(f"shadow_policy_version needs an agent that plays with a policy, not "
-                           f"{request.config.agent or 'mcts'!r}")
+                           f"{kind.value!r}")
     if request.config.HasField("num_simulations") and request.config.num_simulations < 1:
         raise InvalidInput("config.num_simulations must be >= 1")
     if request.max_steps < 0:
@@ -77,28 +77,28 @@ class EpisodePlayer:
         kind = playable_kind(request.config, self.policy)
         if request.shadow_policy_version:
             playable_kind(request.config, self.shadow_policy)
-        agent_name = request.config.agent or "mcts"
         fold = request.fold or "test"
         episode_id = request.episode_id or uuid.uuid4().hex
         max_steps = request.max_steps or self.settings.max_episode_steps
         with tracer().start_as_current_span("planner.episode") as span:
             span.set_attribute("evoskill.episode_id", episode_id)
             span.set_attribute("evoskill.env_spec", request.env_spec)
-            span.set_attribute("evoskill.agent", agent_name)
+            span.set_attribute("evoskill.agent", kind.value)
             if request.workflow_id:
                 span.set_attribute("evoskill.workflow_id", request.workflow_id)
             session = self.sandbox.CreateSession(
                 sandbox_pb2.CreateSessionRequest(env_spec=request.env_spec, seed=request.seed, fold=fold,
                                                  episode_id=episode_id, gold_path=kind.gold_path), timeout=180)
             self.completed = events_pb2.EpisodeCompleted(
-                episode_id=episode_id, env_spec=request.env_spec, seed=request.seed, fold=fold, agent=agent_name,
+                episode_id=episode_id, env_spec=request.env_spec, seed=request.seed, fold=fold, agent=kind.value,
                 policy_version=request.config.policy_version, trace_id=current_trace_id(),
                 workflow_id=request.workflow_id)
             self.episode = episode_memory(request)
             try:
                 tools = AgentTools(self.sandbox, self.settings, self.score, self.memory, self.llm, self.stop)
-                agent = kind.build(tools, request, self.policy, session.gold_path)
-                shadow = kind.build(tools, request, self.shadow_policy, ()) if request.shadow_policy_version else None
+                agent = BUILDERS[kind](tools, request, self.policy, session.gold_path)
+                shadow = (BUILDERS[kind](tools, request, self.shadow_policy, ()) if request.shadow_policy_version
+                          else None)
                 yield from self._loop(agent, shadow, session, max_steps)
             finally:
                 self.sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))

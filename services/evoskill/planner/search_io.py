@@ -9,6 +9,7 @@ from typing import Any
 import grpc
 import numpy as np
 
+from evoskill.core.agent import AgentKind
 from evoskill.core.search import SearchConfig, SearchResult
 from evoskill.core.search.model import SearchModel, SimulateFn
 from evoskill.events.v1 import events_pb2
@@ -20,7 +21,7 @@ def resolve_config(request: planner_pb2.SearchConfig, defaults: SearchConfig, se
     """The request's fields where set, the service's settings elsewhere; `seed` is the caller's
     (an episode's step takes its own: EpisodeMemory.step_seed)."""
     config = SearchConfig.from_proto(request, defaults).with_seed(seed)
-    if request.agent == "policy+mcts" and not request.HasField("value_mix"):  # θ's value head weighs in
+    if request.agent == AgentKind.POLICY_MCTS and not request.HasField("value_mix"):  # θ's value head weighs in
         config = config.model_copy(update={"value_mix": config.policy_value_mix})
     return config
 

@@ -62,7 +62,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     async def serving_policy(self, config: planner_pb2.SearchConfig, version: str | None = None) -> OnnxPolicyFn | None:
         """θ at `version` (default `config.policy_version`; empty = the serving one) for the agents that play
         with θ, else None."""
-        if not agent_kind(config).theta:
+        if not agent_kind(config).uses_policy:
             return None
         return await asyncio.to_thread(self.policies.get, config.policy_version if version is None else version)
 

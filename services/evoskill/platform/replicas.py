@@ -15,11 +15,11 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+from cachetools import LRUCache
 
 from evoskill.core.errors import NotFound, Unavailable
 from evoskill.platform.config import ServiceEndpoint
@@ -75,25 +75,23 @@ class ReplicaStub:
     def __init__(self, service: str, endpoint: ServiceEndpoint, stub: Callable[[Any], Any],
                  connect: Callable[[str], Any], owns_sessions: bool = False, keep: int = 64) -> None:
         self.service, self.endpoint, self.owns_sessions = service, endpoint, owns_sessions
-        self._stub, self._connect, self._keep = stub, connect, keep
-        self._stubs: OrderedDict[str, Any] = OrderedDict()
+        self._stub, self._connect = stub, connect
+        # Beyond `keep`, the least recently used goes, not closed: a call in flight may still hold it; gRPC
+        # closes it with its last reference.
+        self._stubs: LRUCache[str, Any] = LRUCache(keep)
         self._lock = threading.Lock()
 
     def at(self, address: str, session_id: str = "") -> Any:
         """The stub of the replica at `address`; NotFound when the service has no such replica."""
         with self._lock:
             if address in self._stubs:
-                self._stubs.move_to_end(address)
-                return self._stubs[address]
+                return self._stubs[address]  # the most recently used now
         if not is_replica(self.endpoint, address):  # outside the lock: it may ask DNS
             raise NotFound(f"session {session_id!r} names {self.service} replica {address}, which is not one of "
                            f"the {self.service} replicas ({', '.join(self.endpoint.addresses)})")
         with self._lock:
             if address not in self._stubs:
                 self._stubs[address] = self._stub(self._connect(address))
-                while len(self._stubs) > self._keep:
-                    # Not closed: a call in flight may still hold it; gRPC closes it with its last reference.
-                    self._stubs.popitem(last=False)
             return self._stubs[address]
 
     def __getattr__(self, method: str) -> Callable[..., Any]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from cachetools import LRUCache
 
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import PermissionDenied
@@ -71,9 +72,12 @@ class EnvHost:
     steps: int = 0  # real steps taken
     _root: Snapshot | None = None
     _at: tuple[str, ...] | None = None  # path (from the root) the env stands on during search
-    _cache: OrderedDict[tuple[str, ...], sandbox_pb2.ProbeResult] = field(default_factory=OrderedDict)
+    _cache: LRUCache[tuple[str, ...], sandbox_pb2.ProbeResult] = field(init=False)  # path -> its probe, cache_size
     _rng: random.Random = field(default_factory=random.Random)
     probe_s: float = 0.0  # a probe's recent time (moving average): what the next call's first one is expected to take
+
+    def __post_init__(self) -> None:
+        self._cache = LRUCache(self.cache_size)
 
     @classmethod
     def open(cls, spec: str, seed: int, fold: str, episode_id: str = "", faults: Faults | None = None,
@@ -179,9 +183,8 @@ class EnvHost:
 
     def _probe(self, path: tuple[str, ...], depth: int, seed: int, gamma: float) -> tuple[sandbox_pb2.ProbeResult, int]:
         cost = 0
-        cached = self._cache.get(path)
+        cached = self._cache.get(path)  # the most recently used now
         if cached is not None:
-            self._cache.move_to_end(path)
             result = sandbox_pb2.ProbeResult()
             result.CopyFrom(cached)
         else:
@@ -222,9 +225,7 @@ class EnvHost:
             obs = transition.after
             result = sandbox_pb2.ProbeResult(transition=transition, observation=obs, state_key=state_key(obs))
         result.templates.extend(self.templates(list(result.observation.valid_actions)))
-        self._cache[path] = result
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self._cache[path] = result  # beyond cache_size, the least recently used goes
         out = sandbox_pb2.ProbeResult()
         out.CopyFrom(result)
         return out, cost

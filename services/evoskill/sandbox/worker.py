@@ -25,8 +25,9 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
+
+import psutil
 
 from evoskill.core import errors
 from evoskill.envs.jvm import heap_options
@@ -118,45 +119,37 @@ def _dispatch(host: Any, command: str, args: tuple[Any, ...]) -> Any:
     raise ValueError(f"unknown worker command {command!r}")
 
 
-def _pss_kb(pid: int) -> int | None:
-    """Proportional resident memory: a page shared by n processes (a fork's, a library's) counts 1/n in each."""
+def _group(pid: int) -> int | None:
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
+        return os.getpgid(pid)
+    except OSError:
         return None
-    return None
 
 
 def _tree(pid: int, proportional: bool = False) -> tuple[float, float]:
     """Resident memory (MiB) and CPU time (s) of the worker and every process under it (its group, the JVM, tool
     processes in sessions of their own). Memory is RSS, or with ``proportional`` the PSS (slower to read: the
     kernel walks page tables), which never exceeds it and counts a page shared by a fork's processes once."""
-    stats: dict[int, tuple[int, int, float, int]] = {}  # pid -> parent, group, cpu ticks, rss pages
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            stats[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[11]) + int(fields[12]),
-                                      int(fields[21]))
-        except (OSError, ValueError, IndexError):
-            continue
-    ours, frontier = set(), {pid} | {p for p, (_, group, _, _) in stats.items() if group == pid}
+    parents = {p.pid: p.info["ppid"] for p in psutil.process_iter(["ppid"])}
+    ours, frontier = set(), {pid} | {p for p in parents if _group(p) == pid}
     while frontier:
         ours |= frontier
-        frontier = {p for p, (parent, _, _, _) in stats.items() if parent in frontier and p not in ours}
-    found = {p: stats[p] for p in ours if p in stats}
-    kib = 0
-    for p, (_, _, _, pages) in found.items():
-        pss = _pss_kb(p) if proportional else None
-        kib += pss if pss is not None else pages * _PAGE // 1024
-    return kib / 1024, sum(s[2] for s in found.values()) / _TICKS
-
-
-_PAGE, _TICKS = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+        frontier = {p for p, parent in parents.items() if parent in frontier and p not in ours}
+    rss = pss = cpu = 0.0
+    for p in ours:
+        try:
+            process = psutil.Process(p)
+            with process.oneshot():
+                times, resident = process.cpu_times(), process.memory_info().rss
+            cpu += times.user + times.system
+        except psutil.Error:  # gone meanwhile
+            continue
+        rss += resident
+        if proportional:  # the Pss line of /proc/<pid>/smaps_rollup, as psutil reads it; RSS where unreadable
+            with contextlib.suppress(psutil.Error):
+                resident = process.memory_full_info().pss
+            pss += resident
+    return (pss if proportional else rss) / 2**20, cpu
 WATCH_S = 0.25  # how often a running call's memory is looked at
 _told: set[str] = set()  # fallbacks already logged by this process
 

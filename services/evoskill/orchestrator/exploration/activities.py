@@ -17,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from evoskill.clients.episodes import episode_request, play
+from evoskill.core.agent import AgentKind
 from evoskill.learner.registry import parse_version
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
@@ -106,8 +107,8 @@ class ExplorationActivities:
     async def shadow_episode(self, task: ShadowTask) -> ShadowEpisode:
         """One episode the baseline plays as it serves (`policy+mcts` through the planner's PlayEpisode), with
         the candidate deciding every step beside it on the same state and episode memory."""
-        request = episode_request(task.env, task.seed, task.fold, "policy+mcts", task.simulations, task.max_steps,
-                                  policy_version=task.baseline)
+        request = episode_request(task.env, task.seed, task.fold, AgentKind.POLICY_MCTS, task.simulations,
+                                  task.max_steps, policy_version=task.baseline)
         request.episode_id, request.shadow_policy_version = task.episode_id, task.candidate
         request.workflow_id = activity.info().workflow_id or ""
         episode = ShadowEpisode(task.episode_id, task.env, task.seed, False, 0.0)

@@ -15,6 +15,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scipy import stats
+
 from evoskill.orchestrator.training.logic import EpisodeResult
 
 STAGES = ("starting", "shadow", "canary", "promoting", "watch", "rolling back", "done")
@@ -218,12 +220,29 @@ class Shortfall:
     regressed: bool
 
 
-def _shortfall(metric: str, shortfall: float, se: float, margin: float, alpha: float) -> Shortfall:
-    """One-sided z-test of H0 "true shortfall <= margin" against H1 "> margin" at level alpha."""
-    excess = shortfall - margin
+def _success_shortfall(baseline: ArmFigures, candidate: ArmFigures, margin: float, alpha: float) -> Shortfall:
+    """One-sided two-proportion z-test of H0 "true shortfall <= margin" against H1 "> margin" at level alpha."""
+    pb, pc = baseline.success, candidate.success
+    se = math.sqrt(pb * (1 - pb) / baseline.episodes + pc * (1 - pc) / candidate.episodes)
+    excess = pb - pc - margin
     # No spread (e.g. both arms always won): the point estimates decide.
-    p = (0.0 if excess > 0 else 1.0) if se <= 0.0 else 1.0 - statistics.NormalDist().cdf(excess / se)
-    return Shortfall(metric, shortfall, margin, p, excess > 0 and p < alpha)
+    p = (0.0 if excess > 0 else 1.0) if se <= 0.0 else float(stats.norm.sf(excess / se))
+    return Shortfall("success", pb - pc, margin, p, excess > 0 and p < alpha)
+
+
+def _reward_shortfall(baseline: ArmFigures, candidate: ArmFigures, margin: float, alpha: float) -> Shortfall:
+    """Welch's one-sided t-test of the same hypotheses on the mean reward (unequal variances: the arms' spreads
+    differ), the baseline's mean shifted by the margin."""
+    shortfall = baseline.mean_reward - candidate.mean_reward
+    excess = shortfall - margin
+    if baseline.reward_var <= 0.0 and candidate.reward_var <= 0.0:  # no spread: the point estimates decide
+        p = 0.0 if excess > 0 else 1.0
+    else:
+        p = float(stats.ttest_ind_from_stats(
+            baseline.mean_reward - margin, math.sqrt(baseline.reward_var), baseline.episodes,
+            candidate.mean_reward, math.sqrt(candidate.reward_var), candidate.episodes,
+            equal_var=False, alternative="greater").pvalue)
+    return Shortfall("mean_reward", shortfall, margin, p, excess > 0 and p < alpha)
 
 
 def compare(baseline: ArmFigures, candidate: ArmFigures, success_margin: float, reward_margin: float,
@@ -231,11 +250,8 @@ def compare(baseline: ArmFigures, candidate: ArmFigures, success_margin: float, 
     """The candidate against the baseline on success rate (two proportions) and mean reward (Welch)."""
     if not baseline.episodes or not candidate.episodes:
         raise ValueError("both arms need at least one episode")
-    pb, pc = baseline.success, candidate.success
-    se_success = math.sqrt(pb * (1 - pb) / baseline.episodes + pc * (1 - pc) / candidate.episodes)
-    se_reward = math.sqrt(baseline.reward_var / baseline.episodes + candidate.reward_var / candidate.episodes)
-    return [_shortfall("success", pb - pc, se_success, success_margin, alpha),
-            _shortfall("mean_reward", baseline.mean_reward - candidate.mean_reward, se_reward, reward_margin, alpha)]
+    return [_success_shortfall(baseline, candidate, success_margin, alpha),
+            _reward_shortfall(baseline, candidate, reward_margin, alpha)]
 
 
 def describe(stage: str, baseline: ArmFigures, candidate: ArmFigures, checks: Sequence[Shortfall]) -> str:

@@ -25,6 +25,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from evoskill.core.agent import AgentKind
     from evoskill.orchestrator.exploration.activities import ExplorationActivities
     from evoskill.orchestrator.exploration.logic import (
         ArmFigures,
@@ -215,7 +216,7 @@ class ExplorationWorkflow:
 
         async def one(index: int, version: str) -> EpisodeResult:
             task = EpisodeTask(episode_id(workflow.info().workflow_id, stage, kind, index), tasks[index].env,
-                               tasks[index].seed, p.fold, "policy+mcts", p.simulations, p.max_steps, version)
+                               tasks[index].seed, p.fold, AgentKind.POLICY_MCTS, p.simulations, p.max_steps, version)
             async with slots:
                 result = await self._episode(TrainingActivities.play_episode, task)
             self.done += 1

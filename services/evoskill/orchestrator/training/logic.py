@@ -13,11 +13,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from evoskill.core.agent import AgentKind
+
 TUNE_MODES = ("", "es")
-AGENTS = ("mcts", "policy+mcts")
 # Who plays the held-out games: "" the epoch's own agent (MCTS, guided by θ once there is one); "policy" θ
 # alone, greedy (the random agent, θ's uniform prior, before any θ exists).
-EVAL_AGENTS = ("", "policy")
+EVAL_AGENTS = ("", AgentKind.POLICY.value)
 # What an epoch does: "start" evaluates the starting agent before any training; "imitation" clones θ on the
 # environment's gold paths (the offline library); "search" plays train-fold games, trains on them, evaluates.
 STAGES = ("start", "imitation", "search")
@@ -126,15 +127,15 @@ def episode_id(workflow_id: str, epoch: int, kind: str, index: int) -> str:
     return f"{workflow_id}-e{epoch:04d}-{kind}{index:03d}"
 
 
-def agent_for(policy_version: str) -> str:
+def agent_for(policy_version: str) -> AgentKind:
     """MCTS with uniform priors until a policy exists, then the policy guides the search."""
-    return "policy+mcts" if policy_version else "mcts"
+    return AgentKind.POLICY_MCTS if policy_version else AgentKind.MCTS
 
 
-def eval_agent_for(eval_agent: str, policy_version: str) -> str:
+def eval_agent_for(eval_agent: str, policy_version: str) -> AgentKind:
     """Who plays the held-out games (see EVAL_AGENTS)."""
-    if eval_agent == "policy":
-        return "policy" if policy_version else "random"
+    if eval_agent == AgentKind.POLICY:
+        return AgentKind.POLICY if policy_version else AgentKind.RANDOM
     return agent_for(policy_version)
 
 

@@ -25,6 +25,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from evoskill.core.agent import AgentKind
     from evoskill.orchestrator.training.activities import TrainingActivities
     from evoskill.orchestrator.training.logic import (
         ES_PARAMS,
@@ -154,7 +155,7 @@ class TrainingWorkflow:
         train = await self._train(epoch, p.imitation_steps or p.train_steps, [], online_fraction=0.0)
         train.note = (f"cloned on {library.episodes} gold paths ({library.won} won, {library.steps} steps); "
                       f"library {library.library_episodes} episodes")
-        await self._evaluate_and_record(epoch, "imitation", "demo", [], train=train,
+        await self._evaluate_and_record(epoch, "imitation", AgentKind.DEMO, [], train=train,
                                         library_episodes=library.library_episodes)
 
     async def _search(self, epoch: int) -> None:

@@ -1,0 +1,66 @@
+"""The CLI's declared choices and ranges: each enum mirrors what its consumer checks, and a value outside is one
+line from the console entry point (`evoskill.cli:main`), exit 2, before any work."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from evoskill import cli_choices
+from evoskill.cli import main
+from evoskill.core.agent import AgentKind
+from evoskill.core.errors import InvalidInput
+
+
+def test_each_choice_mirrors_what_its_consumer_accepts() -> None:
+    from evoskill.envs.spec import FOLDS
+    from evoskill.library.finetune import FORMATS
+    from evoskill.orchestrator.training.logic import EVAL_AGENTS, SEARCH_ALGORITHMS, TUNE_MODES
+    from evoskill.platform.config import SERVICES
+
+    assert tuple(cli_choices.Fold) == FOLDS and set(cli_choices.HeldOutFold) < set(FOLDS)
+    assert tuple(cli_choices.ExportFold) == (*FOLDS, "any")
+    assert tuple(cli_choices.ExportFormat) == FORMATS and tuple(cli_choices.Service) == SERVICES
+    assert ("", *cli_choices.SearchAlgorithm) == SEARCH_ALGORITHMS and ("", *cli_choices.TuneMode) == TUNE_MODES
+    assert ("", *cli_choices.EvalAgent) == EVAL_AGENTS
+
+
+def test_agent_kind_parses_the_wire_names_and_says_what_it_accepts() -> None:
+    assert AgentKind.parse("") is AgentKind.MCTS and AgentKind.parse("policy+mcts") is AgentKind.POLICY_MCTS
+    assert [k for k in AgentKind if k.searches] == [AgentKind.MCTS, AgentKind.POLICY_MCTS]
+    assert [k for k in AgentKind if k.uses_policy] == [AgentKind.POLICY, AgentKind.POLICY_MCTS]
+    with pytest.raises(InvalidInput, match="agent 'randum' is not one of random, mcts, policy, policy\\+mcts, demo"):
+        AgentKind.parse("randum")
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["solve", "--env", "twx:coin", "--simulations", "0"],
+     "'--simulations': Input should be greater than or equal to 1"),
+    (["eval", "--env", "twx:coin", "--fold", "validation"], "'--fold'"),
+    (["train", "--env", "twx:coin", "--search-algorithm", "alphazero"], "'--search-algorithm'"),
+    (["train", "--env", "twx:coin", "--online-fraction", "1.5"], "'--online-fraction'"),
+    (["train", "--env", "twx:coin", "--eval-fold", "train"], "'--eval-fold'"),
+    (["explore", "--candidate", "v1", "--env", "twx:coin", "--canary-episodes", "1"], "'--canary-episodes'"),
+    (["export", "--format", "dpo"], "'--format'"),
+    (["demos", "--env", "twx:coin", "--episodes", "0", "--to-learner"], "'--episodes'"),
+    (["library", "train", "--steps", "0"], "'--steps'"),
+    (["bench", "quality", "--suite", "coin", "--seeds", "0"], "'--seeds'"),
+    (["bench", "pipeline", "--load", "--agent", "randum"],
+     "'--agent': 'randum' is not one of 'random', 'mcts', 'policy', 'policy+mcts', 'demo'"),
+    (["health", "foo"], "'foo' is not one of 'sandbox'"),
+])
+def test_a_value_outside_a_declared_choice_or_range_is_one_line_and_exit_2(
+        args: list[str], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(sys, "argv", ["evoskill", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert exited.value.code == 2, captured.err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], captured.err
+    assert "--help`" in lines[0] and "Traceback" not in captured.err + captured.out
+    assert not (tmp_path / "state").exists()  # nothing was started
