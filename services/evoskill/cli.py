@@ -291,7 +291,7 @@ def solve(
     seed: int = 0,
     fold: str = "test",
     simulations: Annotated[int, typer.Option(help="MCTS simulations per step")] = 64,
-    agent: Annotated[str, typer.Option(help="mcts | random | policy | policy+mcts")] = "mcts",
+    agent: Annotated[str, typer.Option(help="mcts | random | policy | policy+mcts | llm | llm+mcts")] = "mcts",
     max_steps: int = 50,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
 ) -> None:
@@ -324,7 +324,8 @@ def solve(
 @app.command("eval")
 def eval_cmd(
     env: Annotated[str, typer.Option(help="environment spec")],
-    agent: Annotated[str, typer.Option(help="random | mcts | policy | policy+mcts | demo (gold path)")] = "mcts",
+    agent: Annotated[str, typer.Option(
+        help="random | mcts | policy | policy+mcts | llm | llm+mcts | demo (gold path)")] = "mcts",
     fold: str = "test",
     episodes: int = 20,
     simulations: int = 64,
@@ -429,7 +430,7 @@ def envs_cmd() -> None:
     console.print(describe_environments(), markup=False, highlight=False, soft_wrap=True)
 
 
-AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo")
+AGENT_NAMES = ("random", "mcts", "policy", "policy+mcts", "demo", "llm", "llm+mcts")
 # An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
 # mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)

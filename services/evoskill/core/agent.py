@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evoskill.common.v1.common_pb2 import Observation
+from evoskill.common.v1.common_pb2 import LlmUsage, Observation
 from evoskill.core.state_text import notes_after
 from evoskill.events.v1.events_pb2 import SearchTarget
 from evoskill.planner.v1.planner_pb2 import SearchReply
@@ -65,6 +65,7 @@ class Decision:
     env_seconds: float = 0.0  # of its time, waited on the environment (the rest is the planner's own)
     value: float = math.nan  # its value of the state: the search's root value, θ's own without search
     stepped: Any = None  # the sandbox's StepReply where deciding took the step (the environment judged it)
+    llm: LlmUsage | None = None  # what the LLM inside the decision cost, where one was asked
 
 
 class Agent(Protocol):
