@@ -69,7 +69,7 @@ def llm() -> Iterator[tuple[FakeLlm, str]]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with fake.lock:
-                fake.requests.append((self.path, dict(self.headers.items()), body))
+                fake.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 fake.in_flight += 1
                 fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
             try:
@@ -137,7 +137,7 @@ def test_the_sdk_client_asks_with_the_key_and_counts_the_tokens(
     usage = Usage()
     assert client.complete(rank_prompt(tips=tips), usage) == "3, 1"
     path, headers, body = fake.requests[0]
-    assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer sk-test-123"
+    assert path == "/v1/chat/completions" and headers["authorization"] == "Bearer sk-test-123"
     assert body["model"] == "qwen-test" and body["temperature"] == 0.3
     system, user = body["messages"]
     assert system["role"] == "system" and "numbers" in system["content"]
@@ -219,20 +219,27 @@ def add_then_answer(prompt: str) -> str:
     return "```\nmultiply(a=2, b=3)\nadd(a='two', b=3)\n- add(a=2, b=3)\nadd(2, 3)\n```"
 
 
+def play(url: str, env_spec: str, agent: str, max_steps: int) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
+    """One episode in-process (the sandbox's host, the reward's function) with the LLM at `url`."""
+    client = LlmClient(LlmSettings(base_url=url, model="m"))
+    sandbox = HostSandbox()
+    player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()), llm=client)
+    request = planner_pb2.PlayEpisodeRequest(env_spec=env_spec, seed=0, fold="train", max_steps=max_steps,
+                                             config=planner_pb2.SearchConfig(agent=agent, num_simulations=8))
+    try:
+        return list(player.play(request)), player
+    finally:
+        sandbox.close()
+        client.close()
+
+
 @pytest.mark.parametrize("agent", ["llm", "llm+mcts"])
 def test_proposals_solve_a_tool_task_and_their_tokens_reach_the_episode(
     llm: tuple[FakeLlm, str], tmp_path: Path, agent: str
 ) -> None:
     fake, url = llm
     fake.mode, fake.script = "script", add_then_answer
-    client = LlmClient(LlmSettings(base_url=url, model="m"))
-    settings = Settings()
-    player = EpisodePlayer(HostSandbox(), LocalReward(settings), SearchConfig(), Scorer(RewardSettings()),
-                           llm=client)
-    request = planner_pb2.PlayEpisodeRequest(env_spec=tool_task(tmp_path), seed=0, fold="test", max_steps=4,
-                                             config=planner_pb2.SearchConfig(agent=agent, num_simulations=8))
-    updates = list(player.play(request))
-    client.close()
+    updates, player = play(url, tool_task(tmp_path), agent, max_steps=4)
     episode = player.completed
     assert [s.action.text for s in episode.steps] == ["add(a=2, b=3)", "final_answer(answer=5)"]
     assert episode.won
@@ -253,14 +260,8 @@ def test_the_agent_falls_back_when_the_llm_names_nothing(llm: tuple[FakeLlm, str
                                                          caplog: pytest.LogCaptureFixture) -> None:
     fake, url = llm
     fake.mode, fake.script = "script", lambda prompt: "I would rather not say."
-    client = LlmClient(LlmSettings(base_url=url, model="m"))
-    player = EpisodePlayer(HostSandbox(), LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()),
-                           llm=client)
-    request = planner_pb2.PlayEpisodeRequest(env_spec=tool_task(tmp_path), seed=0, fold="test", max_steps=1,
-                                             config=planner_pb2.SearchConfig(agent="llm"))
     with caplog.at_level(logging.INFO, logger="evoskill.planner"):
-        list(player.play(request))
-    client.close()
+        _, player = play(url, tool_task(tmp_path), "llm", max_steps=1)
     (step,) = player.completed.steps
     assert step.action.text == "ask_clarification()"  # the first (and only) candidate the environment lists
     assert step.llm.failures == 1 and "names no usable action" in caplog.text
@@ -279,8 +280,11 @@ def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) ->
     usage = Usage()
     env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()), SearchConfig(),
                       propose=LlmAdvisor(client).proposer(usage))
-    env.root()
-    client.close()
+    try:
+        env.root()
+    finally:
+        sandbox.close()
+        client.close()
     first = session.observation.valid_actions[0]
     assert env.rejected and env.rejected[0][0] == "dance wildly" and env.proposed[()] == []
     assert env.ranked[()] == [first] and usage.requests == 1

@@ -127,8 +127,8 @@ def tools_in_goal(goal: str) -> dict[str, ToolInfo]:
             continue
         inner = match.group(2)
         heads = list(_PARAM.finditer(inner))
-        properties = {h.group(1): _schema_of_type(inner[h.end(): nxt.start() if nxt else len(inner)])
-                      for h, nxt in zip(heads, [*heads[1:], None], strict=True)}
+        ends = [h.start() for h in heads[1:]] + [len(inner)]
+        properties = {h.group(1): _schema_of_type(inner[h.end():end]) for h, end in zip(heads, ends, strict=False)}
         required = [h.group(1) for h in heads if not h.group(2)]
         schema = {"type": "object", "properties": properties, "required": required}
         tools[match.group(1)] = ToolInfo(match.group(1), "", schema, source="goal")
