@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from evoskill.core.llm import prompt
 from evoskill.core.memory.experience import experiences_from_episode
@@ -26,13 +27,17 @@ from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage, from_settings
 from evoskill.planner.v1 import planner_pb2
+from evoskill.platform import metrics
 from evoskill.platform.config import LlmSettings, RewardSettings, Settings
 from evoskill.sandbox.v1 import sandbox_pb2
+from tests.integration import test_metrics
 from tests.integration.tools_fixtures import write_tasks
 
 pytestmark = pytest.mark.integration
 
 ACTIONS = ["open door", "go north", "take coin", "look"]
+reader = test_metrics.reader  # the metrics tests' fixture: an in-memory meter provider
+value = test_metrics.value
 COMPLETION_TOKENS = 7
 
 
@@ -149,13 +154,19 @@ def test_the_sdk_client_asks_with_the_key_and_counts_the_tokens(
     client.close()
 
 
-def test_a_repeated_prompt_is_answered_from_the_cache(llm: tuple[FakeLlm, str]) -> None:
+def test_a_repeated_prompt_is_answered_from_the_cache_and_the_metrics_count_it(
+    llm: tuple[FakeLlm, str], reader: InMemoryMetricReader
+) -> None:
     fake, url = llm
     client = LlmClient(LlmSettings(base_url=url, model="m"))
     usage = Usage()
     assert client.complete(rank_prompt(), usage) == client.complete(rank_prompt(), usage) == "3, 1"
     assert len(fake.requests) == 1
     assert (usage.requests, usage.cached, usage.completion_tokens) == (2, 1, COMPLETION_TOKENS)  # tokens once
+    assert value(reader, metrics.LLM_REQUESTS, outcome="cached").value == 1
+    assert value(reader, metrics.LLM_REQUESTS, outcome="answered").value == 1
+    assert value(reader, metrics.LLM_TOKENS, kind="completion").value == COMPLETION_TOKENS
+    assert value(reader, metrics.LLM_TOKENS, kind="prompt").value == usage.prompt_tokens
     client.complete(rank_prompt("another goal"), usage)  # another prompt, another request
     assert len(fake.requests) == 2
     client.close()
