@@ -136,7 +136,8 @@ def test_the_sdk_client_asks_with_the_key_and_counts_the_tokens(
     fake, url = llm
     monkeypatch.setenv("EVOSKILL_TEST_LLM_KEY", "sk-test-123")
     client = from_settings(Settings(llm=LlmSettings(
-        base_url=url + "/", model="qwen-test", api_key_env="EVOSKILL_TEST_LLM_KEY", temperature=0.3, max_tips=2)))
+        base_url=url + "/", model="qwen-test", api_key_env="EVOSKILL_TEST_LLM_KEY", temperature=0.3, max_tips=2,
+        prompt_usd_per_mtok=2.0, completion_usd_per_mtok=10.0)))
     assert client is not None
     tips = tips_from_memories([memory("take coin", 1.0, True), memory("open door", -0.5, False)], limit=10)
     usage = Usage()
@@ -151,6 +152,7 @@ def test_the_sdk_client_asks_with_the_key_and_counts_the_tokens(
     assert "'take coin' was part of an episode that succeeded" in user["content"]
     words = len(user["content"].split())
     assert (usage.requests, usage.prompt_tokens, usage.completion_tokens) == (1, words, COMPLETION_TOKENS)
+    assert usage.cost_usd == pytest.approx((2.0 * words + 10.0 * COMPLETION_TOKENS) / 1e6)
     client.close()
 
 
@@ -264,7 +266,7 @@ def test_proposals_solve_a_tool_task_and_their_tokens_reach_the_episode(
     assert updates[-1].llm == episode.llm
     (unit, _) = experiences_from_episode(episode)
     assert unit.metadata["llm_prompt_tokens"] == str(first.llm.prompt_tokens)
-    assert unit.metadata["llm_completion_tokens"] == str(COMPLETION_TOKENS)
+    assert unit.metadata["llm_completion_tokens"] == str(COMPLETION_TOKENS) and unit.metadata["llm_cost_usd"] == "0"
 
 
 def test_the_agent_falls_back_when_the_llm_names_nothing(llm: tuple[FakeLlm, str], tmp_path: Path,

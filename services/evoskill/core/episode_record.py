@@ -40,6 +40,7 @@ def record_step(episode: EpisodeCompleted, transition: Transition, target: Searc
         total.failures += llm.failures
         total.prompt_tokens += llm.prompt_tokens
         total.completion_tokens += llm.completion_tokens
+        total.cost_usd += llm.cost_usd
     return step
 
 

@@ -4,7 +4,8 @@
 threads and call it blocking), with the SDK's timeout and retries with exponential backoff (`llm.timeout_s`,
 `llm.max_retries`), at most `llm.concurrency` requests in flight across all searches, answers cached by
 their whole prompt (`llm.cache_size`, `llm.cache_ttl_s`), and every request counted into the caller's
-`Usage` (the step's: planner/agents.py puts it into the episode) and the `evoskill.llm.*` metrics.
+`Usage` (the step's: planner/agents.py puts it into the episode; priced by `llm.*_usd_per_mtok`) and the
+`evoskill.llm.*` metrics.
 
 `LlmAdvisor` is what the search calls at a new node (`SearchModel.propose`): the prompt, the answer read
 and checked (core/llm), tips from retrieved memories. The LLM is advice, never a dependency: an error, a
@@ -50,10 +51,12 @@ class Usage:
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float = 0.0
 
     def proto(self) -> common_pb2.LlmUsage:
         return common_pb2.LlmUsage(requests=self.requests, cached=self.cached, failures=self.failures,
-                                   prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens)
+                                   prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                                   cost_usd=self.cost_usd)
 
 
 class LlmClient:
@@ -111,6 +114,8 @@ class LlmClient:
             span.set_attribute("llm.completion_tokens", completion_tokens)
         usage.prompt_tokens += prompt_tokens
         usage.completion_tokens += completion_tokens
+        usage.cost_usd += (prompt_tokens * self.settings.prompt_usd_per_mtok
+                           + completion_tokens * self.settings.completion_usd_per_mtok) / 1e6
         counters.llm_requests.add(1, {"outcome": "answered"})
         counters.llm_tokens.add(prompt_tokens, {"kind": "prompt"})
         counters.llm_tokens.add(completion_tokens, {"kind": "completion"})

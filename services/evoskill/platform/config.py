@@ -360,6 +360,9 @@ class LlmSettings(_Group):
     )
     max_proposals: int = Field(3, ge=1, description="New actions one answer may propose")
     depth: int = Field(0, ge=0, description="Nodes the LLM is asked at: those at most this deep (0 = the root only)")
+    prompt_usd_per_mtok: float = Field(0.0, ge=0, description="Price of a million prompt tokens, for the cost "
+                                       "each step and episode records (0 = unpriced: a local model)")
+    completion_usd_per_mtok: float = Field(0.0, ge=0, description="Price of a million completion tokens")
     temperature: float = Field(0.0, ge=0, description="Sampling temperature of the LLM")
     max_tips: int = Field(3, ge=0, description="Retrieved memories passed to the LLM as one-line tips")
 

@@ -150,6 +150,7 @@ def experiences_from_episode(episode: events_pb2.EpisodeCompleted) -> list[memor
                      agent=episode.agent, env_steps=step.env_steps)
         if step.llm.requests:  # what the LLM cost the step's decision, as the episode carried it
             unit.metadata.update(llm_requests=str(step.llm.requests), llm_prompt_tokens=str(step.llm.prompt_tokens),
-                                 llm_completion_tokens=str(step.llm.completion_tokens))
+                                 llm_completion_tokens=str(step.llm.completion_tokens),
+                                 llm_cost_usd=f"{step.llm.cost_usd:.6g}")
         units.append(unit)
     return units
