@@ -303,7 +303,11 @@ def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) ->
     assert env.ranked[()] == [first] and usage.requests == 1
 
 
-async def test_the_planner_takes_the_llms_ranking_as_root_priors(llm: tuple[FakeLlm, str], settings: Settings) -> None:
+async def test_the_planner_takes_the_llms_choices_as_priors_and_the_sandbox_judges_its_proposals(
+    llm: tuple[FakeLlm, str], settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through the services: a proposal the game refuses (the sandbox's INVALID_ARGUMENT) is dropped, the
+    LLM's choice among the listed actions leads the root's priors, and the step carries its tokens."""
     from evoskill.planner.v1 import planner_pb2_grpc
     from evoskill.platform.rpc import channel
     from evoskill.platform.service import start_service
@@ -311,7 +315,11 @@ async def test_the_planner_takes_the_llms_ranking_as_root_priors(llm: tuple[Fake
 
     fake, url = llm
     fake.prefer = "move"
-    settings = isolated(settings).model_copy(update={"llm": LlmSettings(base_url=url, model="tiny")})
+    fake.mode = "script"
+    fake.script = lambda prompt: f"dance wildly\n{FakeLlm(prefer='move').answer({'messages': [{'content': prompt}]})}"
+    settings = isolated(settings).model_copy(update={"llm": LlmSettings(base_url=url, model="tiny",
+                                                                        propose_below=100)})
+    caplog.set_level(logging.INFO, logger="evoskill.planner")
     running = [await start_service(name, settings) for name in ("sandbox", "reward", "planner")]
     try:
         request = planner_pb2.PlayEpisodeRequest(
@@ -325,6 +333,9 @@ async def test_the_planner_takes_the_llms_ranking_as_root_priors(llm: tuple[Fake
         for service in reversed(running):
             await service.stop()
     assert fake.requests and fake.requests[0][2]["model"] == "tiny"
+    assert "one per line" in fake.requests[0][2]["messages"][0]["content"]  # it was asked to propose
+    assert "dance wildly" not in [s.action for s in first.search.root]
+    assert "the environment refused the LLM's action 'dance wildly'" in caplog.text
     favourite = max(first.search.root, key=lambda s: s.prior)
     assert "move" in favourite.action and favourite.prior > min(s.prior for s in first.search.root)
     assert first.llm.requests == 1 and first.llm.prompt_tokens > 0 and first.llm.completion_tokens == COMPLETION_TOKENS
