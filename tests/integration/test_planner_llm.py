@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -298,7 +299,7 @@ def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) ->
     finally:
         sandbox.close()
         client.close()
-    first = session.observation.valid_actions[0]
+    first = env.actions(())[0]  # the first candidate the LLM was shown: no-ops are not shown
     assert env.rejected and env.rejected[0][0] == "dance wildly" and env.proposed[()] == []
     assert env.ranked[()] == [first] and usage.requests == 1
 
@@ -339,3 +340,35 @@ async def test_the_planner_takes_the_llms_choices_as_priors_and_the_sandbox_judg
     favourite = max(first.search.root, key=lambda s: s.prior)
     assert "move" in favourite.action and favourite.prior > min(s.prior for s in first.search.root)
     assert first.llm.requests == 1 and first.llm.prompt_tokens > 0 and first.llm.completion_tokens == COMPLETION_TOKENS
+
+
+@pytest.mark.parametrize(("rule", "weight"), [("product", 1.0), ("mix", 0.5)])
+def test_thetas_and_the_llms_priors_combine_by_the_rule(llm: tuple[FakeLlm, str], rule: str, weight: float) -> None:
+    """policy+mcts with an LLM configured: the root's priors are θ's and the LLM's, combined by llm.combine."""
+    from evoskill.core.llm import combine, llm_prior
+    from tests.unit.test_agents import east_and_west
+
+    fake, url = llm
+    fake.prefer = "open"  # a door θ does not care for (it loves walking east and west)
+    client = LlmClient(LlmSettings(base_url=url, model="m", combine=rule, prior_weight=weight))  # type: ignore[arg-type]
+    sandbox = HostSandbox()
+    player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()),
+                           east_and_west, llm=client)
+    request = planner_pb2.PlayEpisodeRequest(
+        env_spec="twx:coin", seed=0, fold="train", max_steps=1,
+        config=planner_pb2.SearchConfig(agent="policy+mcts", num_simulations=4, dirichlet_weight=0.0, seed=1))
+    try:
+        (update, *_) = list(player.play(request))
+    finally:
+        sandbox.close()
+        client.close()
+    prompt_text = fake.requests[0][2]["messages"][-1]["content"]
+    listed = [a for _, a in re.findall(r"^(\d+)\. (.*)$", prompt_text, re.MULTILINE)]
+    favourite = next(a for a in listed if "open" in a)
+    actions = [s.action for s in update.search.root]
+    theta = east_and_west([("", "", actions, [])])[0][0]
+    named = [actions.index(a) for a in (favourite, listed[0]) if a in actions]  # the no-ops search dropped: none
+    assert named and actions[named[0]] == favourite
+    expected = np.exp(combine(theta, llm_prior(named, len(actions)), rule, weight))
+    np.testing.assert_allclose([s.prior for s in update.search.root], expected / expected.sum(), rtol=1e-4)
+    assert update.llm.requests == 1

@@ -172,7 +172,7 @@ class LlmAdvisor:
     def answer(self, model: SearchModel, path: Path, usage: Usage) -> LlmAnswer | None:
         """The LLM's answer at `path`: a ranking of its candidates, new actions where it lists few."""
         observation = model.observation(path)
-        actions = list(observation.valid_actions)
+        actions = list(model.actions(path))  # the candidates search considers: no no-op wastes a choice
         goal, state = state_text(observation, model.notes_at(path))
         propose = len(actions) < self.settings.propose_below
         if not propose and len(actions) < 2:

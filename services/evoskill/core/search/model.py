@@ -28,10 +28,11 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
   rollout is valued by `Scorer.rollout` (its score gain weighted as the score_gain term, a win or a loss as
   the last step of an episode), and θ's value head regresses returns of the same totals (`core.learn.data`).
 - priors: uniform, then each of `advice` in order (`core.search.advice`: θ, memories, an LLM).
-- the LLM at expansion (`propose`, core/llm): asked when a node is created (the planner decides which), it
-  ranks the node's candidates and may propose new actions; the new ones are stepped at once, those the
-  environment refuses are dropped (`rejected`), the others join the node's candidates (`listed`), and its
-  ranking is the node's LLM prior (`ranked`, read by `core.search.advice.llm_priors`).
+- the LLM at expansion (`propose`, core/llm): asked when a node is created (the planner decides which), once
+  its children are stepped and its no-ops dropped, it ranks the node's candidates and may propose new
+  actions; the new ones are stepped at once, those the environment refuses are dropped (`rejected`), the
+  others that change something join the node's candidates (`listed`), and its ranking is the node's LLM
+  prior (`ranked`, read by `core.search.advice.llm_priors`).
 """
 
 from __future__ import annotations
@@ -208,26 +209,28 @@ class SearchModel:
         """Step the children of new nodes (where few enough) and keep the actions that change something.
         The root's are stepped however many (one call a real step): θ reads which of its candidates lead
         back to a visited state in every state it was trained on, and a no-op left at the root (opening an
-        open door) is what a greedy prior picks forever."""
-        for parent in parents:
-            self._ask(parent)
+        open door) is what a greedy prior picks forever. Then the LLM is asked, with those candidates."""
         limit = self.config.prefetch_children
-        small = [p for p in parents if len(self.listed(p)) <= limit or (p == () and limit > 0)]
-        self._step_paths([(*p, a) for p in small for a in self.listed(p)])
+        valid = {p: list(self.nodes[p].observation.valid_actions) for p in parents}
+        small = [p for p in parents if len(valid[p]) <= limit or (p == () and limit > 0)]
+        self._step_paths([(*p, a) for p in small for a in valid[p]])
         # A node whose children the search's time did not cover keeps all its actions, as a large one does.
-        small = [p for p in small if all((*p, a) in self.nodes for a in self.listed(p))]
+        small = [p for p in small if all((*p, a) in self.nodes for a in valid[p])]
         for parent in parents:
-            actions = self.listed(parent)
+            actions = valid[parent]
             if parent in small:
                 effective = [a for a in actions if self._changes((*parent, a))]
                 actions = effective or actions  # all no-ops: keep them, each a dead end (see _transition)
                 if self.config.prune_losses:
                     actions = [a for a in actions if not self._loses((*parent, a))] or actions
             self.useful[parent] = actions
+        for parent in parents:
+            self._ask(parent)
 
     def _ask(self, parent: Path) -> None:
-        """The LLM's answer at a new node: its new actions stepped (each must be one the environment takes),
-        its ranking kept for the node's prior."""
+        """The LLM's answer at a new node, which it reads with the node's candidates (no-ops dropped): its new
+        actions stepped (each must be one the environment takes, and change something), its ranking kept for
+        the node's prior."""
         answer = self.propose(self, parent) if self.propose is not None else None
         if answer is None:
             return
@@ -241,9 +244,12 @@ class SearchModel:
                     self._step_paths([path])
                 except InvalidInput as exc:
                     self.rejected.append((path[-1], str(exc)))
-        self.proposed[parent] = [p[-1] for p in paths if p in self.nodes]
-        listed = set(self.listed(parent))
-        self.ranked[parent] = [a for a in answer.ranked if a in listed]
+        taken = [p for p in paths if p in self.nodes and self._changes(p)
+                 and not (self.config.prune_losses and self._loses(p))]
+        self.proposed[parent] = [p[-1] for p in taken]
+        self.useful[parent] = [*self.useful[parent], *self.proposed[parent]]
+        considered = set(self.useful[parent])
+        self.ranked[parent] = [a for a in answer.ranked if a in considered]
 
     def _changes(self, path: Path) -> bool:
         """The last action of `path` changes the world's state or the notes: reading a document anew leaves
