@@ -1,43 +1,70 @@
-"""The LLM proposer against a real HTTP server that speaks the OpenAI chat-completions shape."""
+"""The LLM inside the search against a real HTTP server that speaks the OpenAI chat-completions shape: the
+SDK client's cache, concurrency limit, retries and fallbacks; its proposals on a tool task (parsed, checked
+against the tools' grammar, judged by the environment); tokens counted into the episode and its memories."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from evoskill.core.llm import prompt
+from evoskill.core.memory.experience import experiences_from_episode
 from evoskill.core.memory.fusion import tips_from_memories
+from evoskill.core.reward import Scorer
+from evoskill.core.search_config import SearchConfig
+from evoskill.library.generate import HostSandbox, LocalReward
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.llm import LlmProposer, from_settings
-from evoskill.platform.config import LlmSettings, Settings
+from evoskill.planner.episode import EpisodePlayer
+from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage, from_settings
+from evoskill.planner.v1 import planner_pb2
+from evoskill.platform import metrics
+from evoskill.platform.config import LlmSettings, RewardSettings, Settings
+from evoskill.sandbox.v1 import sandbox_pb2
+from tests.integration import test_metrics
+from tests.integration.tools_fixtures import write_tasks
 
 pytestmark = pytest.mark.integration
 
 ACTIONS = ["open door", "go north", "take coin", "look"]
+reader = test_metrics.reader  # the metrics tests' fixture: an in-memory meter provider
+value = test_metrics.value
+COMPLETION_TOKENS = 7
 
 
 @dataclass
 class FakeLlm:
-    """What the server saw and how it answers: 'coin' (the number of the action naming a coin), 'text' (that
-    action's text), '500', 'sleep' (until released), 'garbage' (200 with no JSON)."""
+    """What the server saw and how it answers: 'coin' (the number of the first action naming `prefer`),
+    'script' (`script(prompt)`), '500', 'sleep' (until released), 'garbage' (200 with no JSON). Each answer
+    reports as many prompt tokens as the prompt has words; `delay_s` holds every answer that long."""
 
     mode: str = "coin"
-    prefer: str = "coin"  # answers with the first action naming this
+    prefer: str = "coin"
+    script: Callable[[str], str] = lambda prompt: ""
+    delay_s: float = 0.0
     requests: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     def answer(self, body: dict[str, Any]) -> str:
         prompt = body["messages"][-1]["content"]
+        if self.mode == "script":
+            return self.script(prompt)
         numbered = re.findall(r"^(\d+)\. (.*)$", prompt, re.MULTILINE)
-        number, text = next((n, a) for n, a in numbered if self.prefer in a)
-        return text if self.mode == "text" else f"{number}, 1"
+        number = next(n for n, a in numbered if self.prefer in a)
+        return f"{number}, 1"
 
 
 @pytest.fixture
@@ -47,17 +74,32 @@ def llm() -> Iterator[tuple[FakeLlm, str]]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            fake.requests.append((self.path, dict(self.headers.items()), body))
+            with fake.lock:
+                fake.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                fake.in_flight += 1
+                fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
+            try:
+                self._answer(body)
+            finally:
+                with fake.lock:
+                    fake.in_flight -= 1
+
+        def _answer(self, body: dict[str, Any]) -> None:
+            if fake.delay_s:
+                fake.release.wait(fake.delay_s)
             if fake.mode == "sleep":
                 fake.release.wait(10)
                 return
             if fake.mode == "500":
                 self.send_error(500, "model crashed")
                 return
+            words = len(body["messages"][-1]["content"].split())
             content = b"<html>oops</html>" if fake.mode == "garbage" else json.dumps({
-                "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": fake.answer(body)}}],
+                "usage": {"prompt_tokens": words, "completion_tokens": COMPLETION_TOKENS,
+                          "total_tokens": words + COMPLETION_TOKENS},
             }).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -85,87 +127,206 @@ def memory(action: str, reward: float, success: bool) -> memory_pb2.ScoredExperi
     )
 
 
-def test_the_llm_ranking_becomes_a_bonus_with_its_choice_first(
+def rank_prompt(goal: str = "collect the coin", tips: list[str] | None = None) -> Any:
+    return prompt(goal, "You are in a vault. A coin glints.", ACTIONS, tips or [], propose=False)
+
+
+def test_the_sdk_client_asks_with_the_key_and_counts_the_tokens(
     llm: tuple[FakeLlm, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake, url = llm
     monkeypatch.setenv("EVOSKILL_TEST_LLM_KEY", "sk-test-123")
-    proposer = from_settings(Settings(llm=LlmSettings(
-        base_url=url + "/", model="qwen-test", api_key_env="EVOSKILL_TEST_LLM_KEY", prior_weight=2.0,
-        temperature=0.3, max_tips=2,
-    )))
-    assert proposer is not None
-    memories = [memory("take coin", 1.0, True), memory("open door", -0.5, False), memory("look", 0.0, False)]
-    tips = tips_from_memories(memories, limit=10)
-    bonus = proposer.rank("collect the coin", "You are in a vault. A coin glints.", ACTIONS, tips)
-
-    assert bonus.tolist() == pytest.approx([1.0, 0.0, 2.0, 0.0])  # "3, 1": coin first, then open door
-    assert proposer.choose("collect the coin", "You are in a vault.", ACTIONS, tips) == 2
+    client = from_settings(Settings(llm=LlmSettings(
+        base_url=url + "/", model="qwen-test", api_key_env="EVOSKILL_TEST_LLM_KEY", temperature=0.3, max_tips=2,
+        prompt_usd_per_mtok=2.0, completion_usd_per_mtok=10.0)))
+    assert client is not None
+    tips = tips_from_memories([memory("take coin", 1.0, True), memory("open door", -0.5, False)], limit=10)
+    usage = Usage()
+    assert client.complete(rank_prompt(tips=tips), usage) == "3, 1"
     path, headers, body = fake.requests[0]
-    assert path == "/v1/chat/completions"
-    assert headers["Authorization"] == "Bearer sk-test-123"
+    assert path == "/v1/chat/completions" and headers["authorization"] == "Bearer sk-test-123"
     assert body["model"] == "qwen-test" and body["temperature"] == 0.3
     system, user = body["messages"]
     assert system["role"] == "system" and "numbers" in system["content"]
-    assert user["role"] == "user" and "collect the coin" in user["content"] and "A coin glints." in user["content"]
+    assert "collect the coin" in user["content"] and "A coin glints." in user["content"]
     assert all(f"{i}. {a}" in user["content"] for i, a in enumerate(ACTIONS, 1))
     assert "'take coin' was part of an episode that succeeded" in user["content"]
-    assert "'open door' was penalised" in user["content"] and "'look'" not in user["content"].split("Candidate")[0]
-    assert (proposer.requests, proposer.failures) == (2, 0)
-    proposer.close()
+    words = len(user["content"].split())
+    assert (usage.requests, usage.prompt_tokens, usage.completion_tokens) == (1, words, COMPLETION_TOKENS)
+    assert usage.cost_usd == pytest.approx((2.0 * words + 10.0 * COMPLETION_TOKENS) / 1e6)
+    client.close()
 
 
-def test_an_echoed_action_text_is_understood_and_no_key_sends_no_authorization(
-    llm: tuple[FakeLlm, str], monkeypatch: pytest.MonkeyPatch
+def test_a_repeated_prompt_is_answered_from_the_cache_and_the_metrics_count_it(
+    llm: tuple[FakeLlm, str], reader: InMemoryMetricReader
 ) -> None:
     fake, url = llm
-    fake.mode = "text"
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setenv("EVOSKILL_LLM__BASE_URL", url)  # configured the way a deployment would
-    monkeypatch.setenv("EVOSKILL_LLM__MODEL", "llama")
-    proposer = from_settings(Settings())
-    assert proposer is not None
-    order = ["look", "take coin", "go north"]
-    assert proposer.rank("g", "s", order, []).tolist() == [0.0, 1.0, 0.0]
-    assert "Authorization" not in fake.requests[0][1] and fake.requests[0][2]["model"] == "llama"
-    proposer.close()
+    client = LlmClient(LlmSettings(base_url=url, model="m"))
+    usage = Usage()
+    assert client.complete(rank_prompt(), usage) == client.complete(rank_prompt(), usage) == "3, 1"
+    assert len(fake.requests) == 1
+    assert (usage.requests, usage.cached, usage.completion_tokens) == (2, 1, COMPLETION_TOKENS)  # tokens once
+    assert value(reader, metrics.LLM_REQUESTS, outcome="cached").value == 1
+    assert value(reader, metrics.LLM_REQUESTS, outcome="answered").value == 1
+    assert value(reader, metrics.LLM_TOKENS, kind="completion").value == COMPLETION_TOKENS
+    assert value(reader, metrics.LLM_TOKENS, kind="prompt").value == usage.prompt_tokens
+    client.complete(rank_prompt("another goal"), usage)  # another prompt, another request
+    assert len(fake.requests) == 2
+    client.close()
+    uncached = LlmClient(LlmSettings(base_url=url, model="m", cache_size=0))
+    uncached.complete(rank_prompt(), usage)
+    assert len(fake.requests) == 3
+    uncached.close()
 
 
-@pytest.mark.parametrize("mode", ["500", "sleep", "garbage"])
-def test_a_failing_llm_gives_zeros_fast(llm: tuple[FakeLlm, str], mode: str) -> None:
+def test_requests_in_flight_never_exceed_the_concurrency_limit(llm: tuple[FakeLlm, str]) -> None:
+    fake, url = llm
+    fake.delay_s = 0.3  # each answer holds its slot a while, so that the searches' threads pile up
+    client = LlmClient(LlmSettings(base_url=url, model="m", concurrency=2, timeout_s=10))
+    usages = [Usage() for _ in range(6)]
+    threads = [threading.Thread(target=client.complete, args=(rank_prompt(f"goal {i}"), usages[i]))
+               for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(fake.requests) == 6 and all(u.requests == 1 and not u.failures for u in usages)
+    assert fake.most_in_flight == client.most_in_flight == 2
+    client.close()
+
+
+@pytest.mark.parametrize(("mode", "reason"), [("500", "InternalServerError"), ("sleep", "APITimeoutError"),
+                                              ("garbage", "")])
+def test_a_failing_llm_gives_no_answer_and_says_why(llm: tuple[FakeLlm, str], mode: str, reason: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
     fake, url = llm
     fake.mode = mode
-    proposer = LlmProposer(url, "m", timeout_s=0.3)
-    started = time.monotonic()
-    bonus = proposer.rank("g", "s", ACTIONS, ["tip"])
-    choice = proposer.choose("g", "s", ACTIONS, ["tip"])
-    assert time.monotonic() - started < 3.0  # the server would sleep 10 s
-    assert bonus.tolist() == [0.0] * len(ACTIONS) and choice is None
-    assert len(fake.requests) == 2 and (proposer.requests, proposer.failures) == (2, 2)
-    proposer.close()
+    client = LlmClient(LlmSettings(base_url=url, model="m", timeout_s=0.5, max_retries=1))
+    usage = Usage()
+    with caplog.at_level(logging.WARNING, logger="evoskill.planner.llm"):
+        assert client.complete(rank_prompt(), usage) is None
+    assert (usage.requests, usage.failures, usage.prompt_tokens) == (1, 1, 0)
+    assert "gave no answer" in caplog.text and reason in caplog.text
+    if mode != "garbage":
+        assert len(fake.requests) == 2  # one retry, after the SDK's backoff
+    client.close()
 
 
-def test_an_unreachable_llm_gives_zeros() -> None:
-    proposer = LlmProposer("http://127.0.0.1:9/v1", "m", timeout_s=1.0)  # port 9 (discard): nothing listens
-    assert proposer.rank("g", "s", ["a", "b"], []).tolist() == [0.0, 0.0]
-    assert proposer.choose("g", "s", ["a", "b"], []) is None and proposer.failures == 2
-    proposer.close()
+def test_an_unreachable_llm_gives_no_answer() -> None:
+    client = LlmClient(LlmSettings(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0))
+    usage = Usage()
+    assert client.complete(rank_prompt(), usage) is None and usage.failures == 1
+    client.close()
 
 
-async def test_the_planner_takes_the_llms_ranking_as_root_priors(llm: tuple[FakeLlm, str], settings: Settings) -> None:
-    from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
+def tool_task(tmp_path: Path) -> str:
+    """A task whose only tool takes two integers nothing names: the environment lists no call of it."""
+    path = write_tasks(tmp_path, {"id": "sum", "goal": "What is 2 + 3?", "tools": ["pytools:add"],
+                                  "expected_answer": 5})
+    return f"tools:{path}"
+
+
+def add_then_answer(prompt: str) -> str:
+    """Proposals a careless model might write: one good call among calls of no tool and bad arguments."""
+    if "returned: 5" in prompt:
+        return "final_answer(answer=5)"
+    return "```\nmultiply(a=2, b=3)\nadd(a='two', b=3)\n- add(a=2, b=3)\nadd(2, 3)\n```"
+
+
+def play(url: str, env_spec: str, agent: str, max_steps: int) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
+    """One episode in-process (the sandbox's host, the reward's function) with the LLM at `url`."""
+    client = LlmClient(LlmSettings(base_url=url, model="m"))
+    sandbox = HostSandbox()
+    player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()), llm=client)
+    request = planner_pb2.PlayEpisodeRequest(env_spec=env_spec, seed=0, fold="train", max_steps=max_steps,
+                                             config=planner_pb2.SearchConfig(agent=agent, num_simulations=8))
+    try:
+        return list(player.play(request)), player
+    finally:
+        sandbox.close()
+        client.close()
+
+
+@pytest.mark.parametrize("agent", ["llm", "llm+mcts"])
+def test_proposals_solve_a_tool_task_and_their_tokens_reach_the_episode(
+    llm: tuple[FakeLlm, str], tmp_path: Path, agent: str
+) -> None:
+    fake, url = llm
+    fake.mode, fake.script = "script", add_then_answer
+    updates, player = play(url, tool_task(tmp_path), agent, max_steps=4)
+    episode = player.completed
+    assert [s.action.text for s in episode.steps] == ["add(a=2, b=3)", "final_answer(answer=5)"]
+    assert episode.won
+    first = episode.steps[0]
+    assert "add(a=2, b=3)" in first.target.actions and "add(a=2, b=3)" not in episode.initial.valid_actions
+    prompt_text = fake.requests[0][2]["messages"][-1]["content"]
+    assert "add(a: integer, b: integer)" in prompt_text  # the tool's signature, from the goal
+    assert first.llm.requests >= 1 and first.llm.prompt_tokens == len(prompt_text.split())
+    assert episode.llm.prompt_tokens == sum(s.llm.prompt_tokens for s in episode.steps) > 0
+    assert episode.llm.completion_tokens == COMPLETION_TOKENS * (len(fake.requests))
+    assert updates[-1].llm == episode.llm
+    (unit, _) = experiences_from_episode(episode)
+    assert unit.metadata["llm_prompt_tokens"] == str(first.llm.prompt_tokens)
+    assert unit.metadata["llm_completion_tokens"] == str(COMPLETION_TOKENS) and unit.metadata["llm_cost_usd"] == "0"
+
+
+def test_the_agent_falls_back_when_the_llm_names_nothing(llm: tuple[FakeLlm, str], tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    fake, url = llm
+    fake.mode, fake.script = "script", lambda prompt: "I would rather not say."
+    with caplog.at_level(logging.INFO, logger="evoskill.planner"):
+        _, player = play(url, tool_task(tmp_path), "llm", max_steps=1)
+    (step,) = player.completed.steps
+    assert step.action.text == "ask_clarification()"  # the first (and only) candidate the environment lists
+    assert step.llm.failures == 1 and "names no usable action" in caplog.text
+
+
+def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) -> None:
+    """A text game has no grammar of its own: a new action is free text, and the game refuses what it cannot do."""
+    from evoskill.core.search.model import SearchModel
+    from evoskill.planner.search_io import sandbox_simulate
+
+    fake, url = llm
+    fake.mode, fake.script = "script", lambda prompt: "dance wildly\n1"
+    client = LlmClient(LlmSettings(base_url=url, model="m", propose_below=100))
+    sandbox = HostSandbox()
+    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
+    usage = Usage()
+    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()), SearchConfig(),
+                      propose=LlmAdvisor(client).proposer(usage))
+    try:
+        env.root()
+    finally:
+        sandbox.close()
+        client.close()
+    first = env.actions(())[0]  # the first candidate the LLM was shown: no-ops are not shown
+    assert env.rejected and env.rejected[0][0] == "dance wildly" and env.proposed[()] == []
+    assert env.ranked[()] == [first] and usage.requests == 1
+
+
+async def test_the_planner_takes_the_llms_choices_as_priors_and_the_sandbox_judges_its_proposals(
+    llm: tuple[FakeLlm, str], settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through the services: a proposal the game refuses (the sandbox's INVALID_ARGUMENT) is dropped, the
+    LLM's choice among the listed actions leads the root's priors, and the step carries its tokens."""
+    from evoskill.planner.v1 import planner_pb2_grpc
     from evoskill.platform.rpc import channel
     from evoskill.platform.service import start_service
     from tests.integration.test_bus import isolated
 
     fake, url = llm
     fake.prefer = "move"
-    settings = isolated(settings).model_copy(update={"llm": LlmSettings(base_url=url, model="tiny")})
+    fake.mode = "script"
+    fake.script = lambda prompt: f"dance wildly\n{FakeLlm(prefer='move').answer({'messages': [{'content': prompt}]})}"
+    settings = isolated(settings).model_copy(update={"llm": LlmSettings(base_url=url, model="tiny",
+                                                                        propose_below=100)})
+    caplog.set_level(logging.INFO, logger="evoskill.planner")
     running = [await start_service(name, settings) for name in ("sandbox", "reward", "planner")]
     try:
         request = planner_pb2.PlayEpisodeRequest(
             env_spec="twx:coin", seed=1, fold="test", max_steps=1,
-            config=planner_pb2.SearchConfig(num_simulations=4, rollout_depth=2, dirichlet_weight=0.0, seed=1))
+            config=planner_pb2.SearchConfig(agent="llm+mcts", num_simulations=4, rollout_depth=2,
+                                            dirichlet_weight=0.0, seed=1))
         async with channel(settings.endpoint("planner").target) as ch:
             (first,) = [u async for u in planner_pb2_grpc.PlannerServiceStub(ch).PlayEpisode(request, timeout=120)
                         if u.action]
@@ -173,5 +334,41 @@ async def test_the_planner_takes_the_llms_ranking_as_root_priors(llm: tuple[Fake
         for service in reversed(running):
             await service.stop()
     assert fake.requests and fake.requests[0][2]["model"] == "tiny"
+    assert "one per line" in fake.requests[0][2]["messages"][0]["content"]  # it was asked to propose
+    assert "dance wildly" not in [s.action for s in first.search.root]
+    assert "the environment refused the LLM's action 'dance wildly'" in caplog.text
     favourite = max(first.search.root, key=lambda s: s.prior)
     assert "move" in favourite.action and favourite.prior > min(s.prior for s in first.search.root)
+    assert first.llm.requests == 1 and first.llm.prompt_tokens > 0 and first.llm.completion_tokens == COMPLETION_TOKENS
+
+
+@pytest.mark.parametrize(("rule", "weight"), [("product", 1.0), ("mix", 0.5)])
+def test_thetas_and_the_llms_priors_combine_by_the_rule(llm: tuple[FakeLlm, str], rule: str, weight: float) -> None:
+    """policy+mcts with an LLM configured: the root's priors are θ's and the LLM's, combined by llm.combine."""
+    from evoskill.core.llm import combine, llm_prior
+    from tests.unit.test_agents import east_and_west
+
+    fake, url = llm
+    fake.prefer = "open"  # a door θ does not care for (it loves walking east and west)
+    client = LlmClient(LlmSettings(base_url=url, model="m", combine=rule, prior_weight=weight))  # type: ignore[arg-type]
+    sandbox = HostSandbox()
+    player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()),
+                           east_and_west, llm=client)
+    request = planner_pb2.PlayEpisodeRequest(
+        env_spec="twx:coin", seed=0, fold="train", max_steps=1,
+        config=planner_pb2.SearchConfig(agent="policy+mcts", num_simulations=4, dirichlet_weight=0.0, seed=1))
+    try:
+        (update, *_) = list(player.play(request))
+    finally:
+        sandbox.close()
+        client.close()
+    prompt_text = fake.requests[0][2]["messages"][-1]["content"]
+    listed = [a for _, a in re.findall(r"^(\d+)\. (.*)$", prompt_text, re.MULTILINE)]
+    favourite = next(a for a in listed if "open" in a)
+    actions = [s.action for s in update.search.root]
+    theta = east_and_west([("", "", actions, [])])[0][0]
+    named = [actions.index(a) for a in (favourite, listed[0]) if a in actions]  # the no-ops search dropped: none
+    assert named and actions[named[0]] == favourite
+    expected = np.exp(combine(theta, llm_prior(named, len(actions)), rule, weight))
+    np.testing.assert_allclose([s.prior for s in update.search.root], expected / expected.sum(), rtol=1e-4)
+    assert update.llm.requests == 1

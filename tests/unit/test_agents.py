@@ -78,7 +78,8 @@ def test_the_factory_builds_the_agent_the_request_names(agent: str, kind: type, 
 
 
 def test_the_factory_refuses_what_cannot_play() -> None:
-    with pytest.raises(InvalidInput, match="'greedy' is not one of random, mcts, policy, policy\\+mcts, demo"):
+    with pytest.raises(InvalidInput,
+                       match="'greedy' is not one of random, mcts, policy, policy\\+mcts, demo, llm, llm\\+mcts"):
         build_agent(tools(), request("greedy"), None)
     with pytest.raises(FailedPrecondition, match="'policy\\+mcts' needs a published policy"):
         build_agent(tools(), request("policy+mcts"), None)

@@ -29,7 +29,8 @@ def test_each_choice_mirrors_what_its_consumer_accepts() -> None:
 
 def test_agent_kind_parses_the_wire_names_and_says_what_it_accepts() -> None:
     assert AgentKind.parse("") is AgentKind.MCTS and AgentKind.parse("policy+mcts") is AgentKind.POLICY_MCTS
-    assert [k for k in AgentKind if k.searches] == [AgentKind.MCTS, AgentKind.POLICY_MCTS]
+    assert [k for k in AgentKind if k.searches] == [AgentKind.MCTS, AgentKind.POLICY_MCTS, AgentKind.LLM_MCTS]
+    assert [k for k in AgentKind if k.uses_llm] == [AgentKind.LLM, AgentKind.LLM_MCTS]
     assert [k for k in AgentKind if k.uses_policy] == [AgentKind.POLICY, AgentKind.POLICY_MCTS]
     with pytest.raises(InvalidInput, match="agent 'randum' is not one of random, mcts, policy, policy\\+mcts, demo"):
         AgentKind.parse("randum")

@@ -1,19 +1,24 @@
-"""LLM advice without an LLM: reply parsing, the bonus it becomes, tips from memories, the prompt."""
+"""The LLM's pure parts (core/llm) without an LLM: reading rankings and proposals, the tools' grammar rebuilt
+from a goal, the prompts, the LLM's prior and its combination with θ's."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from evoskill.planner.llm import (
-    LlmProposer,
-    choice_bonus,
-    from_settings,
-    parse_choices,
-    user_message,
-)
+from evoskill.core.llm import combine, grammar_of, llm_prior, parse_answer, parse_choices, prompt
+from evoskill.envs.tools.calls import ToolInfo, tools_in_goal
+from evoskill.planner.llm import from_settings
 from evoskill.platform.config import LlmSettings, Settings
 
 ACTIONS = ["open door", "take coin", "go to room 2", "go to room 12", "take coin from box"]
+BOOK = ToolInfo("get_price", "Price of a book.", {
+    "type": "object", "required": ["isbn"],
+    "properties": {"isbn": {"type": "string"}, "currency": {"enum": ["EUR", "USD"]}, "copies": {"type": "integer"}},
+}, source="shop")
+GOAL = ("Which book is the cheapest?\n\nTools:\n"
+        f"- {BOOK.signature()}: Price of a book.\n- search_books(): All books.\n"
+        "- final_answer(answer): give the final answer; ends the task\n- ask_clarification(): ask the user")
 
 
 @pytest.mark.parametrize(("reply", "expected"), [
@@ -30,31 +35,69 @@ ACTIONS = ["open door", "take coin", "go to room 2", "go to room 12", "take coin
     ("I cannot help with that.", []),
     ("", []),
 ])
-def test_replies_are_parsed_into_distinct_choices_best_first(reply: str, expected: list[int]) -> None:
+def test_rankings_are_parsed_into_distinct_choices_best_first(reply: str, expected: list[int]) -> None:
     assert parse_choices(reply, ACTIONS) == expected
 
 
-def test_the_first_choice_gets_the_full_weight_and_later_ones_less() -> None:
-    bonus = choice_bonus([2, 0], 4, 1.5)
-    assert bonus.tolist() == pytest.approx([0.75, 0.0, 1.5, 0.0])
-    assert not choice_bonus([], 3, 1.0).any()
+def test_the_goal_gives_back_the_tools_schemas_as_far_as_their_signatures_tell() -> None:
+    tools = tools_in_goal(GOAL)
+    assert set(tools) == {"get_price", "search_books"}  # meta actions are the env's own, not tools
+    schema = tools["get_price"].schema
+    assert schema["required"] == ["isbn"] and schema["properties"] == BOOK.schema["properties"]
+    assert tools["get_price"].signature() == BOOK.signature() and tools["search_books"].params == []
+    assert tools_in_goal("collect the coin") == {}
 
 
-def test_the_prompt_numbers_the_actions_from_one_and_lists_the_tips() -> None:
-    text = user_message("find the coin", "You are in a hall.", ["open door", "take coin"], ["tip one"])
-    assert "Goal: find the coin" in text and "You are in a hall." in text
-    assert "1. open door\n2. take coin" in text and "- tip one" in text
-    assert "Tips" not in user_message("g", "s", ["a", "b"], [])
+def test_proposals_are_read_checked_against_the_tools_and_written_canonically() -> None:
+    listed = ["search_books()", "ask_clarification()"]
+    reply = ("<think>the shop first</think>\n```\n2\n- get_price('978-1', currency='USD')\n"
+             "get_price(isbn='978-2', currency='GBP')\nbuy_book(isbn='978-1')\nsearch_books()\n"
+             "get_price(isbn=\"978-3\")\nfinal_answer(answer='Dune')\nget_price(isbn='978-4')\n```")
+    answer = parse_answer(reply, listed, grammar_of(GOAL), limit=3)
+    new = ["get_price(isbn='978-1', currency='USD')", "get_price(isbn='978-3')", "final_answer(answer='Dune')"]
+    assert answer.new == new  # at most 3 new ones; a listed call is that candidate, however written
+    assert answer.ranked == ["ask_clarification()", new[0], "search_books()", *new[1:]]
+    why = dict(answer.rejected)
+    assert "'GBP' is not one of ['EUR', 'USD']" in why["get_price(isbn='978-2', currency='GBP')"]
+    assert "no tool 'buy_book'" in why["buy_book(isbn='978-1')"]
 
 
-def test_no_base_url_means_no_llm_and_no_request() -> None:
+def test_without_tools_a_proposal_is_free_text_and_numbers_name_candidates() -> None:
+    answer = parse_answer("3, 1\n  dance   wildly \n\n9", ACTIONS, grammar_of("collect the coin"), limit=2)
+    assert answer.ranked == ["go to room 2", "open door", "dance wildly"] and answer.new == ["dance wildly"]
+    assert answer.rejected == [("9", "no candidate 9")]
+
+
+def test_the_prompts_number_the_candidates_and_list_the_tips() -> None:
+    ranking = prompt("find the coin", "You are in a hall.", ["open door", "take coin"], ["tip one"], propose=False)
+    assert "Goal: find the coin" in ranking.user and "You are in a hall." in ranking.user
+    assert "1. open door\n2. take coin" in ranking.user and "- tip one" in ranking.user
+    assert "numbers" in ranking.system and not ranking.propose
+    proposing = prompt(GOAL, "The shop is open.", [], [], propose=True, limit=2)
+    assert "Candidate actions" not in proposing.user and "Tips" not in proposing.user
+    assert "at most 2 actions" in proposing.system and proposing.messages()[1]["content"] == proposing.user
+
+
+def test_the_llms_prior_favours_its_choices_and_rules_nothing_out() -> None:
+    prior = llm_prior([2, 0], 4)
+    assert prior.sum() == pytest.approx(1.0) and prior[2] > prior[0] > prior[1] == prior[3] > 0
+    assert llm_prior([], 3).tolist() == pytest.approx([1 / 3] * 3)
+
+
+def test_theta_and_the_llm_combine_by_the_rule() -> None:
+    theta = np.log(np.array([0.7, 0.2, 0.1]))
+    prior = llm_prior([2], 3)  # the LLM likes the action θ likes least
+    product = combine(theta, prior, "product", 1.0)
+    np.testing.assert_allclose(product - theta, np.log(prior))
+    mixed = np.exp(combine(theta, prior, "mix", 0.5))
+    np.testing.assert_allclose(mixed, 0.5 * np.exp(theta) + 0.5 * prior)
+    np.testing.assert_allclose(np.exp(combine(theta, prior, "mix", 0.0)), np.exp(theta))  # weight 0: θ alone
+    np.testing.assert_allclose(combine(None, prior, "product", 2.0), 2.0 * np.log(prior))  # no θ: uniform
+    with pytest.raises(ValueError, match="not one of product, mix"):
+        combine(theta, prior, "max", 1.0)
+
+
+def test_settings_refuse_a_mix_weight_above_one_and_no_base_url_means_no_client() -> None:
+    with pytest.raises(ValueError, match="mix needs prior_weight <= 1"):
+        LlmSettings(combine="mix", prior_weight=2.0)
     assert from_settings(Settings(llm=LlmSettings())) is None
-    proposer = from_settings(Settings(llm=LlmSettings(base_url="http://127.0.0.1:9/v1", model="m")))
-    assert isinstance(proposer, LlmProposer)
-    assert proposer.url == "http://127.0.0.1:9/v1/chat/completions"
-    # one candidate or none: nothing to ask, so no request to the (unreachable) server
-    assert proposer.rank("g", "s", ["only"], []).tolist() == [0.0]
-    assert proposer.choose("g", "s", ["only"], []) == 0 and proposer.choose("g", "s", [], []) is None
-    assert proposer.rank("g", "s", [], []).shape == (0,) and proposer.requests == 0
-    proposer.close()
-

@@ -11,9 +11,10 @@ import pytest
 from evoskill.common.v1.common_pb2 import Action, Observation, Transition
 from evoskill.core.episode_record import record_step
 from evoskill.core.learn import episode_examples
+from evoskill.core.llm import llm_prior
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig, search
-from evoskill.core.search.advice import memories, ranking, theta
+from evoskill.core.search.advice import llm_priors, memories, theta
 from evoskill.core.search.model import ROLLOUT_SEED_STRIDE, SearchModel
 from evoskill.core.state_text import candidate_text
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
@@ -166,7 +167,7 @@ def test_search_scores_its_steps_as_the_reward_service_does(coin: EnvHost) -> No
     assert service.score(coin.step("move west")).total == imagined  # the real step, as search imagined it
 
 
-def test_advice_composes_theta_memories_and_a_ranking(coin: EnvHost) -> None:
+def test_advice_composes_theta_memories_and_the_llms_prior(coin: EnvHost) -> None:
     read: list[Any] = []
 
     def policy(inputs: Any) -> tuple[list[np.ndarray], np.ndarray]:
@@ -180,8 +181,8 @@ def test_advice_composes_theta_memories_and_a_ranking(coin: EnvHost) -> None:
     env.root()
     child = (env.actions(())[0],)
     env.step((), 0)
-    env.advice += [theta(policy), memories([good], weight=2.0),
-                   ranking(lambda goal, state, actions: np.eye(len(actions))[-1])]
+    env.ranked[()] = [env.actions(())[-1]]  # what the LLM would have named at the root
+    env.advice += [theta(policy), memories([good], weight=2.0), llm_priors("product", 1.0)]
     calls = sandbox.calls
     out = env.evaluate([(), child])
     assert sandbox.calls == calls  # no rollouts at value_mix 0
@@ -192,9 +193,9 @@ def test_advice_composes_theta_memories_and_a_ranking(coin: EnvHost) -> None:
     n, west = len(env.actions(())), env.actions(()).index("move west")
     expected = np.arange(n, dtype=np.float64)
     expected[west] += 2.0 * 0.9
-    expected[-1] += 1.0
+    expected += np.log(llm_prior([n - 1], n))
     np.testing.assert_allclose(out.logits[0], expected, rtol=1e-6)
-    np.testing.assert_allclose(out.logits[1], np.arange(len(env.actions(child))))  # outside advice: the root only
+    np.testing.assert_allclose(out.logits[1], np.arange(len(env.actions(child))))  # the LLM named nothing there
     assert out.values.tolist() == [0.5, 0.5]
     assert read[0][2] == env.candidates(())[0] and read[1][3] == env.templates(child)
 

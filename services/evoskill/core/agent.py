@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from evoskill.common.v1.common_pb2 import Observation
+from evoskill.common.v1.common_pb2 import LlmUsage, Observation
 from evoskill.core.errors import InvalidInput
 from evoskill.core.state_text import notes_after
 from evoskill.events.v1.events_pb2 import SearchTarget
@@ -31,11 +31,18 @@ class AgentKind(StrEnum):
     POLICY = "policy"  # θ alone, greedy
     POLICY_MCTS = "policy+mcts"  # search advised by θ
     DEMO = "demo"  # the environment's gold path
+    LLM = "llm"  # the LLM's first choice among the candidates and its proposals, no search
+    LLM_MCTS = "llm+mcts"  # search on the LLM's priors and proposals
 
     @property
     def searches(self) -> bool:
         """Searches the state (a `Search` call can run it)."""
-        return self in (AgentKind.MCTS, AgentKind.POLICY_MCTS)
+        return self in (AgentKind.MCTS, AgentKind.POLICY_MCTS, AgentKind.LLM_MCTS)
+
+    @property
+    def uses_llm(self) -> bool:
+        """Plays with the LLM (llm.base_url must be set)."""
+        return self in (AgentKind.LLM, AgentKind.LLM_MCTS)
 
     @property
     def uses_policy(self) -> bool:
@@ -105,6 +112,7 @@ class Decision:
     env_seconds: float = 0.0  # of its time, waited on the environment (the rest is the planner's own)
     value: float = math.nan  # its value of the state: the search's root value, θ's own without search
     stepped: Any = None  # the sandbox's StepReply where deciding took the step (the environment judged it)
+    llm: LlmUsage | None = None  # what the LLM inside the decision cost, where one was asked
 
 
 class Agent(Protocol):

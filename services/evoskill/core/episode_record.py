@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from evoskill.common.v1.common_pb2 import Observation, Transition
+from evoskill.common.v1.common_pb2 import LlmUsage, Observation, Transition
 from evoskill.events.v1.events_pb2 import EpisodeCompleted, EpisodeStep, SearchTarget
 
 
@@ -21,10 +21,10 @@ def _without_actions(observation: Observation) -> Observation:
 
 
 def record_step(episode: EpisodeCompleted, transition: Transition, target: SearchTarget,
-                reward: float, env_steps: int = 1) -> EpisodeStep:
-    """Append one real step (`env_steps`: what it cost, search's steps included). The first records the
-    episode's initial observation; the target's actions default to the state's valid actions, so that every
-    step lists its candidates once."""
+                reward: float, env_steps: int = 1, llm: LlmUsage | None = None) -> EpisodeStep:
+    """Append one real step (`env_steps`: what it cost, search's steps included; `llm`: what the LLM cost
+    deciding it, added to the episode's). The first records the episode's initial observation; the target's
+    actions default to the state's valid actions, so that every step lists its candidates once."""
     if not episode.steps:
         episode.initial.CopyFrom(_without_actions(transition.before))
     step = episode.steps.add(index=transition.step_index, action=transition.action, reward=reward,
@@ -32,6 +32,15 @@ def record_step(episode: EpisodeCompleted, transition: Transition, target: Searc
                              failure=transition.failure, target=target, env_steps=env_steps)
     if not step.target.actions:
         step.target.actions.extend(transition.before.valid_actions)
+    if llm is not None:
+        step.llm.CopyFrom(llm)
+        total = episode.llm
+        total.requests += llm.requests
+        total.cached += llm.cached
+        total.failures += llm.failures
+        total.prompt_tokens += llm.prompt_tokens
+        total.completion_tokens += llm.completion_tokens
+        total.cost_usd += llm.cost_usd
     return step
 
 

@@ -1,7 +1,9 @@
 """The planner's agents (core/agent.py's interface) over sandbox sessions, and the one factory that builds
 them from a request: `random`, `demo` (the environment's gold path), `policy` (θ alone, greedy), `mcts`
-(search on uniform priors) and `policy+mcts` (search advised by θ). Each reads the episode's memory from
-the step and leaves it alone; retrieved memories and, where configured, an LLM advise θ and search.
+(search on uniform priors), `policy+mcts` (search advised by θ), `llm` (the LLM's first choice, no search)
+and `llm+mcts` (search on the LLM's priors and proposals). Each reads the episode's memory from the step and
+leaves it alone; retrieved memories advise θ and search, and where llm.base_url is set the LLM advises
+`policy+mcts` too, its prior combined with θ's by llm.combine (planner/llm.py).
 """
 
 from __future__ import annotations
@@ -24,15 +26,15 @@ from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
-from evoskill.core.search.advice import Advice, PolicyFn, memories, ranking, revisits, theta
+from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, revisits, theta
 from evoskill.core.search.mcts import SearchOutOfTime
-from evoskill.core.search.model import SearchModel
+from evoskill.core.search.model import ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
-from evoskill.planner.llm import LlmProposer
+from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage
 from evoskill.planner.search_io import resolve_config, sandbox_simulate, search_reply, search_target
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.telemetry import tracer
@@ -50,19 +52,29 @@ class AgentTools:
     settings: SearchConfig
     score: Scorer  # search's rewards, in-process: the reward service's function, for its steps and rollouts
     memory: Any = None  # MemoryServiceStub
-    llm: LlmProposer | None = None
+    llm: LlmClient | None = None
     stop: threading.Event = field(default_factory=threading.Event)  # set when the call playing it has ended
 
-    def model(self, step: Step, config: SearchConfig, policy: PolicyFn | None) -> SearchModel:
-        """The step's session as the search's environment model, θ advising where given: search charges
-        `revisit_penalty` where the episode has been, θ reads its notes with each state, the search ends
-        before its next round once `stop` is set, and its sandbox calls fit in `time_budget_s`."""
+    def model(self, step: Step, config: SearchConfig, policy: PolicyFn | None,
+              propose: ProposeFn | None = None) -> SearchModel:
+        """The step's session as the search's environment model, θ advising where given and the LLM asked at
+        new nodes where `propose` is given: search charges `revisit_penalty` where the episode has been, θ
+        reads its notes with each state, the search ends before its next round once `stop` is set, and its
+        sandbox calls fit in `time_budget_s`."""
         deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
         return SearchModel(sandbox_simulate(self.sandbox, step.session_id, deadline), self.score, config,
                            frozenset(step.memory.visited), step.memory.notes,
-                           [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set)
+                           [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set,
+                           propose=propose)
 
-    def candidates(self, step: Step, target: events_pb2.SearchTarget) -> SearchModel:
+    def llm_advisor(self, step: Step, retrieved: Sequence[memory_pb2.ScoredExperience]) -> LlmAdvisor | None:
+        """The LLM for one step, the memories retrieved for it as tips; None where no LLM is configured."""
+        if self.llm is None:
+            return None
+        return LlmAdvisor(self.llm, tips_from_memories(retrieved, self.llm.settings.max_tips), step.memory.taken)
+
+    def candidates(self, step: Step, target: events_pb2.SearchTarget,
+                   propose: ProposeFn | None = None) -> SearchModel:
         """The current state with all its children stepped once (no search, no scoring): records the
         templates and which candidates lead back to a state the episode has been in, as search does. Every
         child, however many (search caps them at `prefetch_children` a node; here it is one call a real
@@ -72,26 +84,28 @@ class AgentTools:
         every_child = self.settings.model_copy(  # and no time budget: a search's, this is none
             update={"prefetch_children": sys.maxsize if self.settings.prefetch_children else 0,
                     "prune_losses": False, "time_budget_s": 0.0})
-        env = self.model(step, every_child, None)
+        env = self.model(step, every_child, None, propose)
         env.root()
         root = env.nodes[()]
         target.templates.extend(root.templates)
         target.seen.extend(env.seen((), root.observation.valid_actions))
+        proposed = env.proposed.get((), [])  # the LLM's own candidates: part of the state's, for the learner
+        target.actions.extend(proposed)
+        target.templates.extend(env.templates((), proposed))
+        target.seen.extend(env.seen((), proposed))
         return env
 
-    def advice(self, env_spec: str, env: SearchModel, config: SearchConfig, memory: EpisodeMemory,
+    def advice(self, retrieved: Sequence[memory_pb2.ScoredExperience], config: SearchConfig,
                with_llm: bool = True) -> list[Advice]:
-        """Advice for the root's priors: retrieved memories (when search.memory_weight > 0) and the LLM's
-        ranking of the candidates, with those memories as tips (when llm.base_url is set and `with_llm`)."""
-        retrieved = self._recall(env_spec, env.observation(()), config, memory)
+        """Advice for the priors: retrieved memories at the root (when search.memory_weight > 0) and the LLM's
+        prior at each node it was asked at (when llm.base_url is set and `with_llm`)."""
         advice = [memories(retrieved, config.memory_weight)] if retrieved else []
         if with_llm and self.llm is not None:
-            llm, tips = self.llm, tips_from_memories(retrieved, self.llm.max_tips)
-            advice.append(ranking(lambda goal, state, actions: llm.rank(goal, state, actions, tips)))
+            advice.append(llm_priors(self.llm.settings.combine, self.llm.settings.prior_weight))
         return advice
 
-    def _recall(self, env_spec: str, observation: Any, config: SearchConfig,
-                memory: EpisodeMemory) -> list[memory_pb2.ScoredExperience]:
+    def recall(self, env_spec: str, observation: Any, config: SearchConfig,
+               memory: EpisodeMemory) -> list[memory_pb2.ScoredExperience]:
         """Experiences of similar states, when memory guides the search, scored for novelty against what
         this episode has done; memory is advice, so a failed retrieval costs the step its hints, not the
         episode."""
@@ -167,8 +181,8 @@ class PolicyAgent:
     def act(self, step: Step) -> Decision:
         target = candidates_target(step)
         env = self.tools.candidates(step, target)
-        env.advice += [theta(self.policy),
-                       *self.tools.advice(self.env_spec, env, self.config, step.memory, with_llm=False)]
+        retrieved = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
+        env.advice += [theta(self.policy), *self.tools.advice(retrieved, self.config, with_llm=False)]
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
         actions = list(env.actions(()))
@@ -182,39 +196,53 @@ class PolicyAgent:
 
 @dataclass
 class SearchAgent:
-    """MCTS from the session's state: on uniform priors (`mcts`) or advised by θ (`policy+mcts`), with the
-    memories' and the LLM's advice at the root; the candidates it considers are the root's without no-ops."""
+    """MCTS from the session's state: on uniform priors (`mcts`), advised by θ (`policy+mcts`) or by the LLM
+    (`llm+mcts`; `policy+mcts` too where one is configured: `with_llm`), with the memories' advice at the
+    root; the candidates it considers are the root's without no-ops, and the LLM's proposals."""
 
     tools: AgentTools
     request: planner_pb2.SearchConfig
     env_spec: str
     policy: PolicyFn | None = None
+    with_llm: bool = False
 
-    def act(self, step: Step) -> Decision:
+    def act(self, step: Step) -> Decision | None:
         config = resolve_config(self.request, self.tools.settings, step.seed)
-        env = self.tools.model(step, config, self.policy)
+        retrieved = self.tools.recall(self.env_spec, step.observation, config, step.memory)
+        advisor = self.tools.llm_advisor(step, retrieved) if self.with_llm else None
+        usage = Usage()
+        propose = advisor.proposer(usage) if advisor is not None else None
+        env = self.tools.model(step, config, self.policy, propose)
         with tracer().start_as_current_span("planner.search") as span:
             try:
                 root, late = env.root(), False
             except SearchOutOfTime:  # the budget went before the root was read: read it, then act on the prior
-                env = self.tools.model(step, config.model_copy(update={"time_budget_s": 0.0}), self.policy)
+                env = self.tools.model(step, config.model_copy(update={"time_budget_s": 0.0}), self.policy, propose)
                 root, late = env.root(), True
+            if root.num_actions == 0 and self.with_llm:
+                return None  # nothing listed and nothing the LLM proposed: the episode ends
             if root.num_actions == 0:
                 raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
-            env.advice += self.tools.advice(self.env_spec, env, config, step.memory)
+            env.advice += self.tools.advice(retrieved, config, with_llm=advisor is not None)
             if self.policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty,
                                            lambda state, action: step.memory.tried[state, action]))
-            if self.policy is not None and config.entropy_trigger > 0:
-                sure = self._if_sure(env, config)
-                if sure is not None:
-                    span.set_attribute("evoskill.simulations", 0)
-                    return sure
-            try:
-                result = None if late else env.run()
-            except SearchOutOfTime:  # not even the root's evaluation: act on the prior
-                result = None
-            span.set_attribute("evoskill.simulations", result.stats.simulations if result else 0)
+            decision = self._decide(env, config, late, span)
+        log_rejected(env)
+        decision.llm = usage.proto() if advisor is not None else None
+        return decision
+
+    def _decide(self, env: SearchModel, config: SearchConfig, late: bool, span: Any) -> Decision:
+        if self.policy is not None and config.entropy_trigger > 0:
+            sure = self._if_sure(env, config)
+            if sure is not None:
+                span.set_attribute("evoskill.simulations", 0)
+                return sure
+        try:
+            result = None if late else env.run()
+        except SearchOutOfTime:  # not even the root's evaluation: act on the prior
+            result = None
+        span.set_attribute("evoskill.simulations", result.stats.simulations if result else 0)
         if result is None or result.stats.simulations == 0:
             # The environment had no time for one simulation (a slow, replay-only one on a loaded machine):
             # the step acts on the root's prior, θ's where it advises, and the episode goes on.
@@ -242,14 +270,53 @@ class SearchAgent:
         priors = np.exp(logits - np.max(logits))
         chosen = actions[int(np.argmax(logits))]
         root = env.nodes[()]
-        target = events_pb2.SearchTarget(actions=root.observation.valid_actions, templates=root.templates,
-                                         seen=env.seen((), root.observation.valid_actions))
+        listed = env.listed(())
+        target = events_pb2.SearchTarget(actions=listed, templates=env.templates((), listed), seen=env.seen((), listed))
         reply = planner_pb2.SearchReply(
             action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
                                  for a, p in zip(actions, priors / priors.sum(), strict=True)],
             stats=planner_pb2.TreeStats(env_steps=env.env_steps, timed_out=timed_out))
         return Decision(chosen, target, reply, root.state_key, env.env_steps, env.env_seconds,
                         float(evaluation.values[0]))
+
+
+@dataclass
+class LlmAgent:
+    """The LLM's first choice, no search (`llm`): it ranks the state's candidates, or, where the environment
+    lists few (tool tasks), proposes actions of its own, which the environment must take. Its prior combines
+    with the memories' (llm.combine); where it gives nothing usable, the step acts on the memories' advice
+    alone (the first candidate where there is none) and says why in the log."""
+
+    tools: AgentTools
+    env_spec: str
+    config: SearchConfig
+
+    def act(self, step: Step) -> Decision | None:
+        retrieved = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
+        advisor = self.tools.llm_advisor(step, retrieved)
+        if advisor is None:
+            raise FailedPrecondition("agent 'llm' needs an LLM, and llm.base_url is not set")
+        usage = Usage()
+        target = candidates_target(step)
+        env = self.tools.candidates(step, target, advisor.proposer(usage))
+        log_rejected(env)
+        env.advice += self.tools.advice(retrieved, self.config)
+        actions = list(env.actions(()))
+        if not actions:
+            return None  # nothing listed and nothing the LLM proposed: the episode ends
+        evaluation = env.advise([()])
+        logits = evaluation.logits[0] if evaluation.logits is not None else np.zeros(len(actions))
+        chosen = actions[int(np.argmax(logits))]
+        if not env.ranked.get(()):
+            log.info("no usable LLM answer at step %d: acting on the memories' advice or the first candidate",
+                     step.index)
+        return Decision(chosen, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
+                        env_seconds=env.env_seconds, value=float(evaluation.values[0]), llm=usage.proto())
+
+
+def log_rejected(env: SearchModel) -> None:
+    for action, why in env.rejected:
+        log.info("the environment refused the LLM's action %r: %s", action[:200], why[:300])
 
 
 # -- the factory ----------------------------------------------------------------------------------------------
@@ -277,8 +344,12 @@ BUILDERS: dict[AgentKind, Build] = {
     AgentKind.RANDOM: lambda tools, request, policy, gold: RandomAgent(random.Random(request.seed)),
     AgentKind.POLICY: _policy,
     AgentKind.POLICY_MCTS: lambda tools, request, policy, gold: SearchAgent(tools, request.config,
-                                                                             request.env_spec, policy),
+                                                                             request.env_spec, policy, True),
     AgentKind.DEMO: _demo,
+    AgentKind.LLM: lambda tools, request, policy, gold: LlmAgent(
+        tools, request.env_spec, SearchConfig.from_proto(request.config, tools.settings)),
+    AgentKind.LLM_MCTS: lambda tools, request, policy, gold: SearchAgent(tools, request.config, request.env_spec,
+                                                                          with_llm=True),
 }
 
 
@@ -302,5 +373,5 @@ def build_agent(tools: AgentTools, request: planner_pb2.PlayEpisodeRequest, poli
     return BUILDERS[playable_kind(request.config, policy)](tools, request, policy, gold_path)
 
 
-__all__ = ["BUILDERS", "AgentTools", "DemoAgent", "PolicyAgent", "SearchAgent", "agent_kind",
+__all__ = ["BUILDERS", "AgentTools", "DemoAgent", "LlmAgent", "PolicyAgent", "SearchAgent", "agent_kind",
            "build_agent", "playable_kind"]

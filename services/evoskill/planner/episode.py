@@ -22,13 +22,13 @@ from typing import Any
 
 from evoskill.core.agent import Agent, EpisodeMemory, Step
 from evoskill.core.episode_record import record_step
-from evoskill.core.errors import InvalidInput
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn
 from evoskill.events.v1 import events_pb2
 from evoskill.planner.agents import BUILDERS, AgentTools, agent_kind, playable_kind
-from evoskill.planner.llm import LlmProposer
+from evoskill.planner.llm import LlmClient
 from evoskill.planner.search_io import resolve_config
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.telemetry import current_trace_id, tracer
@@ -65,7 +65,7 @@ class EpisodePlayer:
     score: Scorer  # search's rewards, in-process: the reward service's function, for its steps and rollouts
     policy: PolicyFn | None = None
     memory: Any = None  # MemoryServiceStub; used when settings.memory_weight > 0
-    llm: LlmProposer | None = None  # an OpenAI-compatible model ranking the root's candidates, when configured
+    llm: LlmClient | None = None  # an OpenAI-compatible model inside the search, when configured
     shadow_policy: PolicyFn | None = None  # θ of the request's shadow_policy_version
     completed: events_pb2.EpisodeCompleted = field(default_factory=events_pb2.EpisodeCompleted)
     stats: list[events_pb2.SearchStats] = field(default_factory=list)
@@ -77,6 +77,8 @@ class EpisodePlayer:
         kind = playable_kind(request.config, self.policy)
         if request.shadow_policy_version:
             playable_kind(request.config, self.shadow_policy)
+        if kind.uses_llm and self.llm is None:
+            raise FailedPrecondition(f"agent {kind.value!r} needs an LLM, and llm.base_url is not set")
         fold = request.fold or "test"
         episode_id = request.episode_id or uuid.uuid4().hex
         max_steps = request.max_steps or self.settings.max_episode_steps
@@ -99,15 +101,15 @@ class EpisodePlayer:
                 agent = BUILDERS[kind](tools, request, self.policy, session.gold_path)
                 shadow = (BUILDERS[kind](tools, request, self.shadow_policy, ()) if request.shadow_policy_version
                           else None)
-                yield from self._loop(agent, shadow, session, max_steps)
+                yield from self._loop(agent, shadow, session, max_steps, kind.uses_llm)
             finally:
                 self.sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))
 
-    def _loop(self, agent: Agent, shadow: Agent | None, session: Any,
-              max_steps: int) -> Iterator[planner_pb2.EpisodeUpdate]:
+    def _loop(self, agent: Agent, shadow: Agent | None, session: Any, max_steps: int,
+              proposes: bool = False) -> Iterator[planner_pb2.EpisodeUpdate]:
         obs, env_steps, began, own = session.observation, 0, time.perf_counter(), 0.0
         for index in range(max_steps):
-            if obs.done or not obs.valid_actions:
+            if obs.done or not (obs.valid_actions or proposes):  # an LLM may act where nothing is listed
                 break
             step = Step(session.session_id, obs, index, self.episode.step_seed(index), self.episode)
             started = time.perf_counter()
@@ -126,7 +128,8 @@ class EpisodePlayer:
             transition = played.transition
             self.episode.record(decision.state_key, decision.action, transition.after.text)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
-            record_step(self.completed, transition, decision.target, score.total, env_steps=cost + 1)
+            record_step(self.completed, transition, decision.target, score.total, env_steps=cost + 1,
+                        llm=decision.llm)
             self.completed.total_reward += score.total
             obs = transition.after
             finished = obs.done or index == max_steps - 1
@@ -135,14 +138,14 @@ class EpisodePlayer:
                 episode_id=self.completed.episode_id, step_index=index, action=decision.action, observation=obs,
                 search=decision.search, finished=finished, total_reward=self.completed.total_reward,
                 env_steps=env_steps, shadow=shadowed, seconds=time.perf_counter() - began, planner_seconds=own,
-                trace_id=self.completed.trace_id)
+                trace_id=self.completed.trace_id, llm=self.completed.llm)
             if finished:
                 return
         self._finish(obs, env_steps)
         yield planner_pb2.EpisodeUpdate(episode_id=self.completed.episode_id, step_index=len(self.completed.steps),
                                         observation=obs, finished=True, total_reward=self.completed.total_reward,
                                         env_steps=env_steps, seconds=time.perf_counter() - began,
-                                        planner_seconds=own, trace_id=self.completed.trace_id)
+                                        planner_seconds=own, trace_id=self.completed.trace_id, llm=self.completed.llm)
 
     def _shadow(self, shadow: Agent, step: Step) -> planner_pb2.ShadowDecision:
         """What the shadow agent decides in the state the acting one is about to act in (after it: the acting

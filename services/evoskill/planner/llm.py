@@ -1,159 +1,203 @@
-"""An optional LLM (any OpenAI-compatible chat-completions endpoint) as advice for the search.
+"""The LLM inside the search: any OpenAI-compatible chat-completions endpoint, through the official SDK.
 
-The LLM sees the goal, the current observation, a few tips distilled from retrieved memories
-(core/memory/fusion.py) and the numbered candidate actions, and answers with the numbers of the best
-ones, best first ("3, 1"). That ranking becomes a bounded logit bonus at the root (`rank`) or a
-rollout-policy step (`choose`).
-The LLM is advice, never a dependency: any HTTP error, timeout or unparseable reply gives a zero bonus
-(or None) and a logged warning, and the search goes on with its own priors.
+`LlmClient` is the transport: `AsyncOpenAI` on an event loop of its own (the searches run in worker
+threads and call it blocking), with the SDK's timeout and retries with exponential backoff (`llm.timeout_s`,
+`llm.max_retries`), at most `llm.concurrency` requests in flight across all searches, answers cached by
+their whole prompt (`llm.cache_size`, `llm.cache_ttl_s`), and every request counted into the caller's
+`Usage` (the step's: planner/agents.py puts it into the episode; priced by `llm.*_usd_per_mtok`) and the
+`evoskill.llm.*` metrics.
+
+`LlmAdvisor` is what the search calls at a new node (`SearchModel.propose`): the prompt, the answer read
+and checked (core/llm), tips from retrieved memories. The LLM is advice, never a dependency: an error, a
+timeout or an answer that names nothing usable gives None with a logged reason, and the search goes on
+with its own priors (θ's, or uniform).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import hashlib
+import json
 import logging
 import os
-import re
+import threading
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
-import httpx
-import numpy as np
+import openai
+from cachetools import TTLCache
 
-from evoskill.platform.config import Settings
+from evoskill.common.v1 import common_pb2
+from evoskill.core.llm import LlmAnswer, Prompt, grammar_of, parse_answer, parse_choices, prompt
+from evoskill.core.search.model import Path, ProposeFn, SearchModel
+from evoskill.core.state_text import state_text
+from evoskill.platform.config import LlmSettings, Settings
+from evoskill.platform.metrics import instruments
 from evoskill.platform.telemetry import tracer
 
 log = logging.getLogger(__name__)
 
-SYSTEM_PROMPT = (
-    "You advise an agent that plays a text-based game. You are given the agent's goal, its current "
-    "observation, tips from similar past situations and a numbered list of candidate actions. Answer with "
-    "the numbers of the best actions to take now, best first, separated by commas (for example: 3, 1). "
-    "Answer with the numbers only."
-)
-MAX_STATE_CHARS = 4000  # long observations are cut so one request stays small and fast
-MAX_TOKENS = 64  # the answer is a few numbers; a bound keeps latency bounded too
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)  # reasoning models' scratchpad
-_NUMBER = re.compile(r"\b\d+\b")
+NO_KEY = "EMPTY"  # what a server that wants no key is sent (vLLM's convention; the SDK insists on one)
+BACKOFF_CAP_S = 8.0  # the SDK's longest wait between retries
 
 
-def parse_choices(reply: str, actions: Sequence[str]) -> list[int]:
-    """Indices (0-based, distinct, best first) of the actions a reply names, by number (1-based) or by text.
+@dataclass
+class Usage:
+    """What the LLM cost one step (or an episode): as `common.v1.LlmUsage` carries it."""
 
-    The reply is read left to right; at each point the longest candidate action written there wins over a
-    number, so "go to room 2" echoed is that action, not action 2. Numbers out of range are ignored.
-    """
-    text = _THINK.sub(" ", reply).lower()
-    by_text = sorted(((a.strip().lower(), i) for i, a in enumerate(actions) if a.strip()), key=lambda t: -len(t[0]))
-    matches: list[tuple[int, int, int]] = []  # (start, end, action index)
-    taken = [False] * len(text)
-    for action, i in by_text:  # longest first, so a shorter action inside a longer one is not matched again
-        for m in re.finditer(rf"(?<!\w){re.escape(action)}(?!\w)", text):
-            if not any(taken[m.start():m.end()]):
-                taken[m.start():m.end()] = [True] * (m.end() - m.start())
-                matches.append((m.start(), m.end(), i))
-    for m in _NUMBER.finditer(text):
-        number = int(m.group())
-        if 1 <= number <= len(actions) and not any(taken[m.start():m.end()]):
-            matches.append((m.start(), m.end(), number - 1))
-    choices: list[int] = []
-    for _, _, i in sorted(matches):
-        if i not in choices:
-            choices.append(i)
-    return choices
+    requests: int = 0
+    cached: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def proto(self) -> common_pb2.LlmUsage:
+        return common_pb2.LlmUsage(requests=self.requests, cached=self.cached, failures=self.failures,
+                                   prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                                   cost_usd=self.cost_usd)
 
 
-def choice_bonus(choices: Sequence[int], n: int, weight: float) -> np.ndarray:
-    """A logit bonus per action: weight / (1 + rank) for the chosen ones (weight, weight/2, ...), 0 otherwise."""
-    bonus = np.zeros(n, dtype=np.float64)
-    for rank, i in enumerate(choices):
-        bonus[i] = weight / (1 + rank)
-    return bonus
+class LlmClient:
+    """Chat completions, blocking, from any thread (see the module docstring)."""
 
+    def __init__(self, settings: LlmSettings, api_key: str = "") -> None:
+        if not settings.base_url:
+            raise ValueError("the LLM client needs llm.base_url (an OpenAI-compatible API, e.g. http://host:8000/v1)")
+        self.settings = settings
+        self.url = settings.base_url.rstrip("/")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="llm-client", daemon=True)
+        self._thread.start()
+        self._openai = openai.AsyncOpenAI(base_url=self.url, api_key=api_key or NO_KEY, timeout=settings.timeout_s,
+                                          max_retries=settings.max_retries)
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._cache: TTLCache[str, tuple[str, int, int]] | None = (
+            TTLCache(settings.cache_size, settings.cache_ttl_s) if settings.cache_size else None)
+        self._lock = threading.Lock()  # the cache's: searches in several threads share it
+        self.in_flight = 0
+        self.most_in_flight = 0  # the concurrency limit at work (read by tests)
+        # The SDK bounds each try; this bounds the whole call, retries and their backoff included.
+        self._deadline_s = (settings.max_retries + 1) * settings.timeout_s + settings.max_retries * BACKOFF_CAP_S + 1
 
-def user_message(goal: str, state: str, actions: Sequence[str], tips: Sequence[str]) -> str:
-    observation = state if len(state) <= MAX_STATE_CHARS else state[:MAX_STATE_CHARS] + " ..."
-    lines = [f"Goal: {goal}", "", "Current observation:", observation.strip(), ""]
-    if tips:
-        lines += ["Tips from similar past situations:", *(f"- {t}" for t in tips), ""]
-    lines += ["Candidate actions:", *(f"{i}. {a}" for i, a in enumerate(actions, 1)), ""]
-    lines.append("Best actions (numbers, best first):")
-    return "\n".join(lines)
+    def key(self, request: Prompt) -> str:
+        body = {"model": self.settings.model, "messages": request.messages(), "max_tokens": request.max_tokens,
+                "temperature": self.settings.temperature}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
-
-class LlmProposer:
-    """Ranks candidate actions with one chat-completions request; thread-safe (search runs in threads)."""
-
-    def __init__(self, base_url: str, model: str, *, api_key: str = "", timeout_s: float = 5.0,
-                 prior_weight: float = 1.0, temperature: float = 0.0, max_tips: int = 3) -> None:
-        if not base_url:
-            raise ValueError("LlmProposer needs a base_url (an OpenAI-compatible API, e.g. http://host:8000/v1)")
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.prior_weight = prior_weight
-        self.temperature = temperature
-        self.max_tips = max_tips
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
-        self.requests = 0
-        self.failures = 0
-
-    def request_body(self, goal: str, state: str, actions: Sequence[str], tips: Sequence[str]) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": user_message(goal, state, actions, list(tips)[: self.max_tips])},
-            ],
-            "temperature": self.temperature,
-            "max_tokens": MAX_TOKENS,
-        }
-
-    def choices(self, goal: str, state: str, actions: Sequence[str], tips: Sequence[str]) -> list[int]:
-        """Indices of the actions the LLM recommends, best first; [] when it gives nothing usable."""
-        if len(actions) < 2:  # nothing to choose between: spare the request
-            return [0] if actions else []
+    def complete(self, request: Prompt, usage: Usage) -> str | None:
+        """The answer's text; None, with the reason logged, when there is none (counted into `usage`)."""
+        counters = instruments()
+        key = self.key(request)
+        usage.requests += 1
+        with self._lock:
+            hit = self._cache.get(key) if self._cache is not None else None
+        if hit is not None:
+            usage.cached += 1
+            counters.llm_requests.add(1, {"outcome": "cached"})
+            return hit[0]
         with tracer().start_as_current_span("planner.llm") as span:
-            span.set_attribute("llm.actions", len(actions))
-            self.requests += 1
+            future = asyncio.run_coroutine_threadsafe(self._request(request), self._loop)
             try:
-                response = self._client.post(self.url, json=self.request_body(goal, state, actions, tips))
-                response.raise_for_status()
-                reply = response.json()["choices"][0]["message"]["content"]
-                if not isinstance(reply, str):
-                    raise TypeError(f"message content is {type(reply).__name__}, not text")
-            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
-                self.failures += 1
+                text, prompt_tokens, completion_tokens = future.result(timeout=self._deadline_s)
+            except (openai.OpenAIError, concurrent.futures.TimeoutError, ValueError, TypeError, LookupError,
+                    AttributeError) as error:
+                future.cancel()
+                usage.failures += 1
+                counters.llm_requests.add(1, {"outcome": "failed"})
                 span.set_attribute("llm.error", f"{type(error).__name__}: {error}")
-                log.warning("LLM at %s gave no advice (%s: %s); searching without it",
-                            self.url, type(error).__name__, error)
-                return []
-            picked = parse_choices(reply, actions)
-            span.set_attribute("llm.choices", len(picked))
-            if not picked:
-                self.failures += 1
-                log.warning("LLM reply names no candidate action (%r); searching without it", reply[:200])
-            return picked
+                log.warning("LLM at %s gave no answer (%s: %s); searching without it", self.url,
+                            type(error).__name__, error)
+                return None
+            span.set_attribute("llm.prompt_tokens", prompt_tokens)
+            span.set_attribute("llm.completion_tokens", completion_tokens)
+        usage.prompt_tokens += prompt_tokens
+        usage.completion_tokens += completion_tokens
+        usage.cost_usd += (prompt_tokens * self.settings.prompt_usd_per_mtok
+                           + completion_tokens * self.settings.completion_usd_per_mtok) / 1e6
+        counters.llm_requests.add(1, {"outcome": "answered"})
+        counters.llm_tokens.add(prompt_tokens, {"kind": "prompt"})
+        counters.llm_tokens.add(completion_tokens, {"kind": "completion"})
+        if self._cache is not None:
+            with self._lock:
+                self._cache[key] = (text, prompt_tokens, completion_tokens)
+        return text
 
-    def rank(self, goal: str, state: str, actions: Sequence[str], tips: Sequence[str]) -> np.ndarray:
-        """A logit bonus per action (aligned with `actions`): prior_weight / (1 + rank) for the LLM's picks."""
-        picked = self.choices(goal, state, actions, tips) if len(actions) > 1 else []
-        return choice_bonus(picked, len(actions), self.prior_weight)
-
-    def choose(self, goal: str, state: str, actions: Sequence[str], tips: Sequence[str]) -> int | None:
-        """A rollout-policy step: the index of the LLM's first choice, None when it gives nothing."""
-        picked = self.choices(goal, state, actions, tips)
-        return picked[0] if picked else None
+    async def _request(self, request: Prompt) -> tuple[str, int, int]:
+        async with self._slots:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            try:
+                response = await self._openai.chat.completions.create(
+                    model=self.settings.model, messages=request.messages(),  # type: ignore[arg-type]
+                    temperature=self.settings.temperature, max_tokens=request.max_tokens)
+            finally:
+                self.in_flight -= 1
+        text = response.choices[0].message.content
+        if not isinstance(text, str):
+            raise TypeError(f"message content is {type(text).__name__}, not text")
+        used = response.usage  # None where the server does not say: counted as 0 tokens
+        return text, used.prompt_tokens if used else 0, used.completion_tokens if used else 0
 
     def close(self) -> None:
-        self._client.close()
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self._openai.close(), self._loop).result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
 
 
-def from_settings(settings: Settings) -> LlmProposer | None:
-    """The configured LLM, or None when `llm.base_url` is empty (the search then runs on its own priors)."""
+@dataclass
+class LlmAdvisor:
+    """The LLM at a search's new nodes: which nodes it is asked at, what it is asked, its answer read."""
+
+    client: LlmClient
+    tips: Sequence[str] = ()  # from the memories retrieved for the step's root (core/memory/fusion.py)
+    taken: Sequence[str] = ()  # the episode's actions before the step
+
+    @property
+    def settings(self) -> LlmSettings:
+        return self.client.settings
+
+    def proposer(self, usage: Usage) -> ProposeFn:
+        """`SearchModel.propose` for one step, its requests counted into `usage`."""
+
+        def propose(model: SearchModel, path: Path) -> LlmAnswer | None:
+            return self.answer(model, path, usage) if len(path) <= self.settings.depth else None
+
+        return propose
+
+    def answer(self, model: SearchModel, path: Path, usage: Usage) -> LlmAnswer | None:
+        """The LLM's answer at `path`: a ranking of its candidates, new actions where it lists few."""
+        observation = model.observation(path)
+        actions = list(model.actions(path))  # the candidates search considers: no no-op wastes a choice
+        goal, state = state_text(observation, model.notes_at(path))
+        propose = len(actions) < self.settings.propose_below
+        if not propose and len(actions) < 2:
+            return None  # nothing to choose between: spare the request
+        request = prompt(goal, state, actions, list(self.tips)[: self.settings.max_tips], propose=propose,
+                         limit=self.settings.max_proposals, taken=[*self.taken, *path])
+        reply = self.client.complete(request, usage)
+        if reply is None:
+            return None
+        if propose:
+            answer = parse_answer(reply, actions, grammar_of(observation.goal), self.settings.max_proposals)
+            for line, why in answer.rejected:
+                log.info("LLM line %r is no action here: %s", line[:200], why)
+        else:
+            answer = LlmAnswer([actions[i] for i in parse_choices(reply, actions)])
+        if not answer.ranked:
+            usage.failures += 1
+            log.warning("LLM answer names no usable action (%r); searching without it", reply[:200])
+            return None
+        return answer
+
+
+def from_settings(settings: Settings) -> LlmClient | None:
+    """The configured LLM's client, or None when `llm.base_url` is empty (the search runs on its own priors)."""
     llm = settings.llm
     if not llm.base_url:
         return None
-    return LlmProposer(
-        llm.base_url, llm.model, api_key=os.environ.get(llm.api_key_env, "") if llm.api_key_env else "",
-        timeout_s=llm.timeout_s, prior_weight=llm.prior_weight, temperature=llm.temperature, max_tips=llm.max_tips,
-    )
+    return LlmClient(llm, os.environ.get(llm.api_key_env, "") if llm.api_key_env else "")

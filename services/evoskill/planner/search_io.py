@@ -10,6 +10,7 @@ import grpc
 import numpy as np
 
 from evoskill.core.agent import AgentKind
+from evoskill.core.errors import InvalidInput
 from evoskill.core.search import SearchConfig, SearchResult
 from evoskill.core.search.model import SearchModel, SimulateFn
 from evoskill.events.v1 import events_pb2
@@ -40,6 +41,8 @@ def sandbox_simulate(sandbox: Any, session_id: str, deadline: float | None = Non
             reply = sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes, gamma=gamma),
                                      **timeout)
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # a probe's action the env refused (an LLM's)
+                raise InvalidInput(exc.details() or "a probe's action was refused") from None
             if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
             return [], 0  # one probe outlasted the whole deadline: as out of time as an unanswered one
@@ -54,16 +57,17 @@ def q_values(result: SearchResult) -> np.ndarray:
 
 
 def search_target(result: SearchResult, env: SearchModel) -> events_pb2.SearchTarget:
-    """The root's statistics over EVERY valid action: the ones search dropped as no-ops get no visits and
-    Q = -noop_penalty, so that θ learns they are useless rather than never seeing them."""
-    root = env.nodes[()]
+    """The root's statistics over EVERY candidate (valid actions and the LLM's proposals): the ones search
+    dropped as no-ops get no visits and Q = -noop_penalty, so that θ learns they are useless rather than never
+    seeing them."""
     candidates = {a: i for i, a in enumerate(env.actions(()))}
     visits = np.asarray(result.visit_counts, dtype=np.float64)
     probs = visits / visits.sum() if visits.sum() > 0 else np.full(len(candidates), 1.0 / max(len(candidates), 1))
     q, priors = q_values(result), np.asarray(result.priors)
     target = events_pb2.SearchTarget(root_value=float(result.root_value))
-    target.seen.extend(env.seen((), root.observation.valid_actions))
-    for action, template in zip(root.observation.valid_actions, root.templates, strict=True):
+    listed = env.listed(())
+    target.seen.extend(env.seen((), listed))
+    for action, template in zip(listed, env.templates((), listed), strict=True):
         i = candidates.get(action)
         target.actions.append(action)
         target.templates.append(template)

@@ -158,7 +158,7 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
 
     async def close_llm() -> None:
         if servicer.llm is not None:
-            servicer.llm.close()
+            await asyncio.to_thread(servicer.llm.close)
 
     return ServiceParts(registrations=[(planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer,
                                         SERVICE_NAME)], closers=[close_llm])

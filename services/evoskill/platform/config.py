@@ -328,21 +328,49 @@ class MemorySettings(_Group):
 
 
 class LlmSettings(_Group):
-    """Optional OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, hosted APIs) that ranks actions."""
+    """Optional OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, hosted APIs) inside the search: at
+    the nodes it is asked at, it ranks the candidates, and where the environment lists fewer than
+    `propose_below` (tool tasks) it proposes actions of its own; its prior combines with θ's by `combine`."""
 
     base_url: str = Field(
         "", description="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1 (empty = no LLM)"
     )
     model: str = Field("", description="Model name sent with each chat-completions request")
     api_key_env: str = Field(
-        "OPENAI_API_KEY", description="Name of the environment variable holding the API key (keys never live in config)"
+        "OPENAI_API_KEY", description="Name of the environment variable holding the API key (keys never live in "
+        "config; none set: the placeholder EMPTY, which local servers ignore)"
     )
-    timeout_s: float = Field(5.0, description="Seconds a request may take before the LLM's advice is skipped")
-    prior_weight: float = Field(
-        1.0, description="Root logit bonus of the LLM's first choice (later choices get less, unmentioned none)"
+    timeout_s: float = Field(5.0, gt=0, description="Seconds one request may take before it is given up")
+    max_retries: int = Field(
+        1, ge=0, description="Retries of a failed request (connection errors, 408/409/429/5xx), with the SDK's "
+        "exponential backoff; after them the search goes on without the LLM's advice"
     )
-    temperature: float = Field(0.0, description="Sampling temperature of the LLM")
-    max_tips: int = Field(3, description="Retrieved memories passed to the LLM as one-line tips")
+    concurrency: int = Field(4, ge=1, description="Requests in flight at once, across all searches of a process")
+    cache_size: int = Field(1024, ge=0, description="Answers kept, keyed by the whole prompt (0 = no cache)")
+    cache_ttl_s: float = Field(3600.0, gt=0, description="Seconds a cached answer is reused")
+    combine: Literal["product", "mix"] = Field(
+        "product", description="How the LLM's prior (1/(1+rank) for the actions it names best first, 1/(2+k) for "
+        "the others, normalised) combines with θ's (uniform without θ): product = θ's logits + prior_weight * "
+        "log(LLM prior); mix = (1 - prior_weight) * θ's prior + prior_weight * the LLM's (core/llm/priors.py)"
+    )
+    prior_weight: float = Field(1.0, ge=0, description="The weight of the LLM's prior in `combine` (mix: at most 1)")
+    propose_below: int = Field(
+        8, ge=0, description="The LLM proposes new actions at a node whose environment lists fewer candidates "
+        "(tool tasks' calls enumerate_calls could fill in; 0 = never), else it only ranks them"
+    )
+    max_proposals: int = Field(3, ge=1, description="New actions one answer may propose")
+    depth: int = Field(0, ge=0, description="Nodes the LLM is asked at: those at most this deep (0 = the root only)")
+    prompt_usd_per_mtok: float = Field(0.0, ge=0, description="Price of a million prompt tokens, for the cost "
+                                       "each step and episode records (0 = unpriced: a local model)")
+    completion_usd_per_mtok: float = Field(0.0, ge=0, description="Price of a million completion tokens")
+    temperature: float = Field(0.0, ge=0, description="Sampling temperature of the LLM")
+    max_tips: int = Field(3, ge=0, description="Retrieved memories passed to the LLM as one-line tips")
+
+    @model_validator(mode="after")
+    def _mix_weight(self) -> LlmSettings:
+        if self.combine == "mix" and self.prior_weight > 1:
+            raise ValueError(f"combine = mix needs prior_weight <= 1, not {self.prior_weight}")
+        return self
 
 
 class Settings(BaseSettings):

@@ -34,6 +34,8 @@ RPC_DURATION = "evoskill.rpc.server.duration"
 BUS_MESSAGES = "evoskill.bus.messages"
 BUS_DURATION = "evoskill.bus.handle.duration"
 BUS_LAG = "evoskill.bus.consumer.lag"
+LLM_REQUESTS = "evoskill.llm.requests"
+LLM_TOKENS = "evoskill.llm.tokens"
 
 OK, RETRY, DEAD_LETTERED = "ok", "retry", "dead_lettered"
 
@@ -65,6 +67,8 @@ class Instruments:
     rpc_duration: Histogram
     bus_messages: Counter
     bus_duration: Histogram
+    llm_requests: Counter
+    llm_tokens: Counter
 
     @classmethod
     def on(cls, meter: Meter) -> Instruments:
@@ -79,6 +83,10 @@ class Instruments:
                                               description="Bus messages handled, by outcome"),
             bus_duration=meter.create_histogram(BUS_DURATION, unit="s", description="Bus message handling time",
                                                 explicit_bucket_boundaries_advisory=DURATION_BUCKETS),
+            llm_requests=meter.create_counter(LLM_REQUESTS, unit="{request}",
+                                              description="LLM answers, by outcome (answered, cached, failed)"),
+            llm_tokens=meter.create_counter(LLM_TOKENS, unit="{token}",
+                                            description="LLM tokens the endpoint reported, by kind"),
         )
 
 
@@ -195,6 +203,7 @@ def _streaming(behavior: Callable[..., Any], service: str, method: str) -> Calla
     return call
 
 
-__all__ = ["BUS_DURATION", "BUS_LAG", "BUS_MESSAGES", "DEAD_LETTERED", "OK", "RETRY", "RPC_DURATION", "RPC_REQUESTS",
+__all__ = ["BUS_DURATION", "BUS_LAG", "BUS_MESSAGES", "DEAD_LETTERED", "LLM_REQUESTS", "LLM_TOKENS", "OK", "RETRY",
+           "RPC_DURATION", "RPC_REQUESTS",
            "RpcMetricsInterceptor", "forget_lag", "instruments", "record_message", "set_lag",
            "use_meter_provider"]

@@ -95,3 +95,19 @@ class Transition(_message.Message):
     failure: Failure
     history: HistoryDigest
     def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., env_spec: _Optional[str] = ..., before: _Optional[_Union[Observation, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., after: _Optional[_Union[Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., history: _Optional[_Union[HistoryDigest, _Mapping]] = ...) -> None: ...
+
+class LlmUsage(_message.Message):
+    __slots__ = ("requests", "cached", "failures", "prompt_tokens", "completion_tokens", "cost_usd")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    requests: int
+    cached: int
+    failures: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    def __init__(self, requests: _Optional[int] = ..., cached: _Optional[int] = ..., failures: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ...) -> None: ...

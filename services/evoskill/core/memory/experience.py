@@ -142,10 +142,15 @@ def experiences_from_episode(episode: events_pb2.EpisodeCompleted) -> list[memor
     if not episode.episode_id:
         raise InvalidInput("episode_id is empty")
     outcome = memory_pb2.OUTCOME_WON if episode.won else memory_pb2.OUTCOME_LOST
-    return [
-        _unit(before, step.action, step.observation, step.failure, reward=step.reward, success=episode.won,
-              env_spec=episode.env_spec, episode_id=episode.episode_id, step_index=step.index, outcome=outcome,
-              episode_score=episode.score, policy_version=episode.policy_version, agent=episode.agent,
-              env_steps=step.env_steps)
-        for before, step in steps_with_states(episode)
-    ]
+    units = []
+    for before, step in steps_with_states(episode):
+        unit = _unit(before, step.action, step.observation, step.failure, reward=step.reward, success=episode.won,
+                     env_spec=episode.env_spec, episode_id=episode.episode_id, step_index=step.index,
+                     outcome=outcome, episode_score=episode.score, policy_version=episode.policy_version,
+                     agent=episode.agent, env_steps=step.env_steps)
+        if step.llm.requests:  # what the LLM cost the step's decision, as the episode carried it
+            unit.metadata.update(llm_requests=str(step.llm.requests), llm_prompt_tokens=str(step.llm.prompt_tokens),
+                                 llm_completion_tokens=str(step.llm.completion_tokens),
+                                 llm_cost_usd=f"{step.llm.cost_usd:.6g}")
+        units.append(unit)
+    return units

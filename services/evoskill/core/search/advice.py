@@ -1,7 +1,8 @@
 """Advice on the search's priors as small composable transforms (mctx style): each maps one batch's
 evaluation to a better one, and the search model applies them in order, starting from uniform priors and
-value 0. θ gives the priors and the value of every state; outside advice (retrieved memories, an LLM's
-ranking) tilts the root's priors by a bounded logit bonus and never removes a candidate.
+value 0. θ gives the priors and the value of every state; retrieved memories tilt the root's priors by a
+bounded logit bonus; the LLM's prior at each node it was asked at combines with them by a rule
+(core/llm/priors.py). No advice removes a candidate.
 
 Memories (seed 004 §2.2: memory guides the search): the retrieved experiences fused into a bonus for the
 actions that worked in similar states and a penalty for those that failed (core/memory/fusion.py).
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evoskill.core.llm.priors import combine, llm_prior
 from evoskill.core.memory.fusion import memory_bonus
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import state_text
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
 Advice = Callable[["SearchModel", Sequence["Path"], Evaluation], Evaluation]
 # (goal, observation, actions, templates) per state -> (logits per state, values)
 PolicyFn = Callable[[Sequence[tuple[str, str, Sequence[str], Sequence[str]]]], tuple[list[np.ndarray], np.ndarray]]
-# (goal with notes, observation, the root's candidates) -> a logit bonus per candidate
-RankFn = Callable[[str, str, Sequence[str]], np.ndarray]
 
 
 def theta(policy: PolicyFn) -> Advice:
@@ -63,9 +63,25 @@ def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float) ->
     return root_bonus(lambda model: memory_bonus(model.actions(()), model.templates(()), retrieved, weight=weight))
 
 
-def ranking(rank: RankFn) -> Advice:
-    """An outside ranking of the root's candidates (an LLM's) from what θ reads of the root."""
-    return root_bonus(lambda model: rank(*state_text(model.observation(()), model.notes), model.actions(())))
+def llm_priors(rule: str, weight: float) -> Advice:
+    """The LLM's prior at each node it ranked (`SearchModel.ranked`), combined with the priors so far by
+    `rule` (core/llm/priors.py); a node it gave nothing for (a failed answer) keeps them as they are."""
+
+    def advise(model: SearchModel, states: Sequence[Path], evaluation: Evaluation) -> Evaluation:
+        if not any(model.ranked.get(s) for s in states):
+            return evaluation
+        rows: list[np.ndarray | None] = [None] * len(states) if evaluation.logits is None else list(evaluation.logits)
+        out: list[np.ndarray] = []
+        for state, row in zip(states, rows, strict=True):
+            actions = model.actions(state)
+            index = {a: i for i, a in enumerate(actions)}
+            named = [index[a] for a in model.ranked.get(state, ()) if a in index]
+            if named:
+                row = combine(row, llm_prior(named, len(actions)), rule, weight)
+            out.append(np.zeros(len(actions)) if row is None else np.asarray(row, dtype=np.float64))
+        return Evaluation(out, evaluation.values)
+
+    return advise
 
 
 def revisits(visits: Callable[[str], int], penalty: float,

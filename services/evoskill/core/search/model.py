@@ -28,6 +28,11 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
   rollout is valued by `Scorer.rollout` (its score gain weighted as the score_gain term, a win or a loss as
   the last step of an episode), and θ's value head regresses returns of the same totals (`core.learn.data`).
 - priors: uniform, then each of `advice` in order (`core.search.advice`: θ, memories, an LLM).
+- the LLM at expansion (`propose`, core/llm): asked when a node is created (the planner decides which), once
+  its children are stepped and its no-ops dropped, it ranks the node's candidates and may propose new
+  actions; the new ones are stepped at once, those the environment refuses are dropped (`rejected`), the
+  others that change something join the node's candidates (`listed`), and its ranking is the node's LLM
+  prior (`ranked`, read by `core.search.advice.llm_priors`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evoskill.common.v1 import common_pb2
+from evoskill.core.errors import InvalidInput
+from evoskill.core.llm.prompt import LlmAnswer
 from evoskill.core.reward import Scorer
 from evoskill.core.search.advice import Advice
 from evoskill.core.search.mcts import SearchOutOfTime, SearchResult, search
@@ -49,6 +56,7 @@ from evoskill.sandbox.v1 import sandbox_pb2
 
 Path = tuple[str, ...]
 SimulateFn = Callable[[list[sandbox_pb2.Probe], float], tuple[Sequence[sandbox_pb2.ProbeResult], int]]
+ProposeFn = Callable[["SearchModel", Path], LlmAnswer | None]  # None: not asked at this node
 ROLLOUT_SEED_STRIDE = 1_000_003  # rollout seeds of different searches never meet
 
 
@@ -68,6 +76,10 @@ class SearchModel:
     env_seconds: float = 0.0  # waited on `simulate`: the environment's share of the search's time
     cancelled: Callable[[], bool] | None = None  # asked before each round (see core.search.mcts)
     timed_out: bool = False  # a `simulate` answered fewer probes than it was sent: the search's time is up
+    propose: ProposeFn | None = None  # the LLM at expansion
+    proposed: dict[Path, list[str]] = field(default_factory=dict)  # its new actions the environment took, per node
+    ranked: dict[Path, list[str]] = field(default_factory=dict)  # its choices per node, best first
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (its action, why the environment refused it)
     _rollouts: int = 0
     _rolled: dict[Path, float] = field(default_factory=dict)  # rollout values that came with a path's step
 
@@ -97,11 +109,17 @@ class SearchModel:
         """The actions search considers at `path` (no-ops dropped); index i is the core's action i."""
         return self.useful[path]
 
-    def templates(self, path: Path) -> list[str]:
-        """The template (skill) of each action search considers at `path`."""
+    def listed(self, path: Path) -> list[str]:
+        """Every candidate at `path`: the environment's valid actions, then the LLM's new ones it took."""
+        return [*self.nodes[path].observation.valid_actions, *self.proposed.get(path, ())]
+
+    def templates(self, path: Path, actions: Sequence[str] | None = None) -> list[str]:
+        """The template (skill) of each action (default: the ones search considers) at `path`; a proposed
+        action's is the one its step reported."""
         result = self.nodes[path]
         by_action = dict(zip(result.observation.valid_actions, result.templates, strict=True))
-        return [by_action[a] for a in self.useful[path]]
+        return [by_action[a] if a in by_action else self.nodes[(*path, a)].transition.action.template
+                for a in (self.useful[path] if actions is None else actions)]
 
     def notes_at(self, path: Path) -> str:
         """The notes at `path`: the episode's, replaced by a document read on the way."""
@@ -191,21 +209,47 @@ class SearchModel:
         """Step the children of new nodes (where few enough) and keep the actions that change something.
         The root's are stepped however many (one call a real step): θ reads which of its candidates lead
         back to a visited state in every state it was trained on, and a no-op left at the root (opening an
-        open door) is what a greedy prior picks forever."""
+        open door) is what a greedy prior picks forever. Then the LLM is asked, with those candidates."""
         limit = self.config.prefetch_children
-        small = [p for p in parents
-                 if len(self.nodes[p].observation.valid_actions) <= limit or (p == () and limit > 0)]
-        self._step_paths([(*p, a) for p in small for a in self.nodes[p].observation.valid_actions])
+        valid = {p: list(self.nodes[p].observation.valid_actions) for p in parents}
+        small = [p for p in parents if len(valid[p]) <= limit or (p == () and limit > 0)]
+        self._step_paths([(*p, a) for p in small for a in valid[p]])
         # A node whose children the search's time did not cover keeps all its actions, as a large one does.
-        small = [p for p in small if all((*p, a) in self.nodes for a in self.nodes[p].observation.valid_actions)]
+        small = [p for p in small if all((*p, a) in self.nodes for a in valid[p])]
         for parent in parents:
-            actions = list(self.nodes[parent].observation.valid_actions)
+            actions = valid[parent]
             if parent in small:
                 effective = [a for a in actions if self._changes((*parent, a))]
                 actions = effective or actions  # all no-ops: keep them, each a dead end (see _transition)
                 if self.config.prune_losses:
                     actions = [a for a in actions if not self._loses((*parent, a))] or actions
             self.useful[parent] = actions
+        for parent in parents:
+            self._ask(parent)
+
+    def _ask(self, parent: Path) -> None:
+        """The LLM's answer at a new node, which it reads with the node's candidates (no-ops dropped): its new
+        actions stepped (each must be one the environment takes, and change something), its ranking kept for
+        the node's prior."""
+        answer = self.propose(self, parent) if self.propose is not None else None
+        if answer is None:
+            return
+        valid = set(self.nodes[parent].observation.valid_actions)
+        paths = [(*parent, a) for a in answer.new if a not in valid]
+        try:
+            self._step_paths(paths)
+        except InvalidInput:  # one of them is not an action here: find which, one at a time
+            for path in paths:
+                try:
+                    self._step_paths([path])
+                except InvalidInput as exc:
+                    self.rejected.append((path[-1], str(exc)))
+        taken = [p for p in paths if p in self.nodes and self._changes(p)
+                 and not (self.config.prune_losses and self._loses(p))]
+        self.proposed[parent] = [p[-1] for p in taken]
+        self.useful[parent] = [*self.useful[parent], *self.proposed[parent]]
+        considered = set(self.useful[parent])
+        self.ranked[parent] = [a for a in answer.ranked if a in considered]
 
     def _changes(self, path: Path) -> bool:
         """The last action of `path` changes the world's state or the notes: reading a document anew leaves

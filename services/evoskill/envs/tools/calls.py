@@ -95,6 +95,46 @@ def _type_name(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
     return " | ".join(dict.fromkeys(names))
 
 
+_JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+_LISTED = re.compile(r"^- ([A-Za-z0-9_][A-Za-z0-9_.\-]*)\((.*?)\)(?:: |$)")
+_PARAM = re.compile(r"(?:^|, )([A-Za-z_][A-Za-z0-9_\-]*)(\??): ")
+
+
+def _schema_of_type(text: str) -> dict[str, Any]:
+    """The schema a `_type_name` text stands for (types and enum values); {} (anything) where it is unclear."""
+    types: list[str] = []
+    values: list[Any] = []
+    for part in text.split(" | "):
+        if part in _JSON_TYPES:
+            types.append(part)
+            continue
+        try:
+            values.append(ast.literal_eval(part))
+        except (ValueError, SyntaxError):
+            return {}
+    options: list[dict[str, Any]] = [*({"type": t} for t in types), *([{"enum": values}] if values else [])]
+    return options[0] if len(options) == 1 else {"anyOf": options} if options else {}
+
+
+def tools_in_goal(goal: str) -> dict[str, ToolInfo]:
+    """The tools a ToolEnv goal lists (``- signature(): description`` lines, env.py), their schemas rebuilt
+    from the signatures: the types, enums and required parameters, no more. What a planner, which sees only
+    observations, checks an LLM's call against before the env checks it against the full schema."""
+    tools: dict[str, ToolInfo] = {}
+    for line in goal.splitlines():
+        match = _LISTED.match(line.strip())
+        if match is None or match.group(1) in META_TEMPLATES:
+            continue
+        inner = match.group(2)
+        heads = list(_PARAM.finditer(inner))
+        ends = [h.start() for h in heads[1:]] + [len(inner)]
+        properties = {h.group(1): _schema_of_type(inner[h.end():end]) for h, end in zip(heads, ends, strict=False)}
+        required = [h.group(1) for h in heads if not h.group(2)]
+        schema = {"type": "object", "properties": properties, "required": required}
+        tools[match.group(1)] = ToolInfo(match.group(1), "", schema, source="goal")
+    return tools
+
+
 # -- text <-> call -------------------------------------------------------------------------------------------
 
 

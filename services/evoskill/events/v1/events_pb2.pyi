@@ -59,7 +59,7 @@ class SearchTarget(_message.Message):
     def __init__(self, actions: _Optional[_Iterable[str]] = ..., visit_probs: _Optional[_Iterable[float]] = ..., q_values: _Optional[_Iterable[float]] = ..., priors: _Optional[_Iterable[float]] = ..., root_value: _Optional[float] = ..., templates: _Optional[_Iterable[str]] = ..., seen: _Optional[_Iterable[bool]] = ..., policy_probs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class EpisodeStep(_message.Message):
-    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure", "env_steps")
+    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure", "env_steps", "llm")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,7 @@ class EpisodeStep(_message.Message):
     ENV_REWARD_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
+    LLM_FIELD_NUMBER: _ClassVar[int]
     target: SearchTarget
     reward: float
     index: int
@@ -76,10 +77,11 @@ class EpisodeStep(_message.Message):
     env_reward: float
     failure: _common_pb2.Failure
     env_steps: int
-    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ..., env_steps: _Optional[int] = ...) -> None: ...
+    llm: _common_pb2.LlmUsage
+    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ..., env_steps: _Optional[int] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ...) -> None: ...
 
 class EpisodeCompleted(_message.Message):
-    __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial", "trace_id", "workflow_id")
+    __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial", "trace_id", "workflow_id", "llm")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_SPEC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +96,7 @@ class EpisodeCompleted(_message.Message):
     INITIAL_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    LLM_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     env_spec: str
     seed: int
@@ -108,7 +111,8 @@ class EpisodeCompleted(_message.Message):
     initial: _common_pb2.Observation
     trace_id: str
     workflow_id: str
-    def __init__(self, episode_id: _Optional[str] = ..., env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[EpisodeStep, _Mapping]]] = ..., total_reward: _Optional[float] = ..., score: _Optional[float] = ..., won: _Optional[bool] = ..., env_steps: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., initial: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., trace_id: _Optional[str] = ..., workflow_id: _Optional[str] = ...) -> None: ...
+    llm: _common_pb2.LlmUsage
+    def __init__(self, episode_id: _Optional[str] = ..., env_spec: _Optional[str] = ..., seed: _Optional[int] = ..., fold: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[EpisodeStep, _Mapping]]] = ..., total_reward: _Optional[float] = ..., score: _Optional[float] = ..., won: _Optional[bool] = ..., env_steps: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., initial: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., trace_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("episode_id", "step_index", "simulations", "nodes", "max_depth", "early_stopped", "seconds")
