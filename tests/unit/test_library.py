@@ -135,3 +135,19 @@ def test_scienceworld_gold_actions_outside_the_valid_list_are_played() -> None:
     # ScienceWorld's parser accepts gold actions its valid-action list does not name ("open door to kitchen").
     episode = next(generate("sciworld:boil?easy=1", "train", range(0, 1), seen=False))
     assert episode.won
+    # ... and one its list names in a shorter form is recorded in that form when it does the same: θ is only
+    # ever offered the listed actions ("focus on thermometer in inventory" -> "focus on thermometer").
+    episode = next(generate("sciworld:measure-melting-point-known-substance?easy=1", "train", range(0, 1),
+                            seen=False))
+    actions = [step.action.text for step in episode.steps]
+    assert episode.won and "focus on thermometer" in actions, actions
+    assert "focus on thermometer in inventory" not in actions
+
+
+def test_listed_forms_are_word_prefixes_either_way() -> None:
+    from evoskill.core.agent import listed_forms
+
+    listed = ["focus on thermometer", "focus on thermometers", "focus on red box", "open door"]
+    assert listed_forms("focus on thermometer in inventory", listed) == ["focus on thermometer"]
+    assert listed_forms("open", listed) == ["open door"]
+    assert listed_forms("focus on thermometer", listed) == []  # listed already

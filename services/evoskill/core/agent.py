@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -61,6 +62,15 @@ class AgentKind(StrEnum):
             return cls(name or cls.MCTS)
         except ValueError:
             raise InvalidInput(f"agent {name!r} is not one of {', '.join(cls)}") from None
+
+
+def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
+    """The listed actions that may be `action` written otherwise: a word prefix of it or it of them (ScienceWorld's
+    gold paths say "focus on thermometer in inventory" where its list says "focus on thermometer"). Only
+    candidates: the environment decides which does the same."""
+    if action in listed:
+        return []
+    return [a for a in listed if action.startswith(a + " ") or a.startswith(action + " ")]
 
 
 @dataclass

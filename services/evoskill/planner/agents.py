@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step
+from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step, listed_forms
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
@@ -137,20 +137,21 @@ class DemoAgent:
         target = candidates_target(step)
         # θ learns from it as it reads a real step: the children it steps for that are counted
         env = self.tools.candidates(step, target)
-        played = self._gold_step(step.session_id)
+        played = self._gold_step(step.session_id, step.observation.valid_actions)
         if played is None:
             return None
         action, stepped = played
         return Decision(action, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
                         env_seconds=env.env_seconds, stepped=stepped)
 
-    def _gold_step(self, session_id: str) -> tuple[str, Any] | None:
+    def _gold_step(self, session_id: str, listed: Sequence[str]) -> tuple[str, Any] | None:
         """The next action of the gold path the environment accepts, stepped (None once the path is spent).
         One it refuses is passed over: TextWorldExpress's CookingWorld gold paths open the kitchen cupboard a
         second time in some default games (train seed 69). The environment judges, not the valid-action list:
-        ScienceWorld accepts gold actions its list does not name."""
+        ScienceWorld accepts gold actions its list does not name — those are played in their listed form
+        where one does the same (`_as_listed`)."""
         while self.gold:
-            action = self.gold.popleft()
+            action = self._as_listed(session_id, self.gold.popleft(), listed)
             try:
                 return action, self.tools.sandbox.Step(sandbox_pb2.StepRequest(session_id=session_id, action=action,
                                                                                publish=True))
@@ -160,6 +161,26 @@ class DemoAgent:
                 if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
                     raise
         return None
+
+    def _as_listed(self, session_id: str, action: str, listed: Sequence[str]) -> str:
+        """`action`'s listed form (`listed_forms`) that leads to the same state, probed from here; else `action`.
+        θ chooses among the listed actions only: a library step whose action the list never names teaches it
+        a choice it is never offered (θ cloned on ScienceWorld's own gold paths focused on the wrong thing)."""
+        forms = listed_forms(action, listed)
+        if not forms:
+            return action
+        probes = [sandbox_pb2.Probe(actions=[a]) for a in (action, *forms)]
+        try:
+            reply = self.tools.sandbox.Simulate(sandbox_pb2.SimulateRequest(session_id=session_id, probes=probes,
+                                                                            gamma=1.0), timeout=300)
+        except (InvalidInput, grpc.RpcError):
+            return action  # the environment refuses the probe: the step itself says why
+        if len(reply.results) < len(probes):
+            return action
+        gold, *others = reply.results
+        same = [form for form, r in zip(forms, others, strict=True)
+                if r.state_key == gold.state_key and r.observation.text == gold.observation.text]
+        return same[0] if same else action
 
 
 @dataclass
