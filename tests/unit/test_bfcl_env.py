@@ -93,6 +93,14 @@ def test_a_wrong_call_is_an_observation_and_a_wrong_path_is_not_accepted() -> No
         assert "does not accept turn 1" in env.observation().text
 
 
+def test_a_result_too_long_to_write_is_an_error_answer() -> None:
+    with make_env("bfcl:multi_turn_base?entry=15") as env:  # MathAPI: 10**5000 has more digits than str() writes
+        env.reset()
+        obs, _ = env.step("power(base=10, exponent=5000)")
+        assert "Error during execution: Exceeds the limit" in obs.text and not obs.done
+        assert env.valid_actions()
+
+
 def test_the_score_is_the_share_of_turns_accepted_from_the_first() -> None:
     with make_env("bfcl:multi_turn_base?entry=2") as env:  # entry 2 is train
         env.reset()

@@ -86,9 +86,10 @@ def execute(call: str, objects: dict[str, Any], by_method: dict[str, str]) -> Ou
         processed = _process_method_calls(call, {m: _variable(c) for m, c in by_method.items()})
         scope = {_variable(c): objects[c] for c in objects}
         value = eval(processed, {"__builtins__": {}}, scope)  # literals and known methods only (env.py)
+        text = result_text(value)  # inside, as in BFCL: an int too long for a string is an error answer
     except Exception as exc:
         return Outcome(f"Error during execution: {exc}", None, True)
-    return Outcome(result_text(value), value, isinstance(value, dict) and "error" in value)
+    return Outcome(text, value, isinstance(value, dict) and "error" in value)
 
 
 def _forget(prefix: str) -> None:
