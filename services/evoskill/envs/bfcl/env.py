@@ -44,6 +44,8 @@ from evoskill.envs.tools.env import shown
 
 END_TURN = f"{FINAL}()"
 MAX_HINTS = 16  # values of one type offered to a parameter
+MAX_NUMBER = 1_000_000  # of a number enumerated (_offerable)
+MAX_PRECISION = 100  # digits a MathAPI precision is enumerated with (mpmath takes minutes for a million)
 MAX_REMEMBERED = 20_000  # tools' enumerated calls kept (_calls_of)
 META_HELP = {
     FINAL: "final_answer(answer?): end this turn, answer the user (the next request follows)",
@@ -65,11 +67,19 @@ class State:
     values: list[Any] = field(default_factory=list)  # the successful calls' return values, in order
 
 
+def _offerable(value: Any) -> bool:
+    """A value to enumerate: short text, or a number of at most a million (MathAPI's power of two results
+    would otherwise grow past what a worker can compute or print)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return abs(value) <= MAX_NUMBER
+    return isinstance(value, str) and len(value) <= MAX_ANSWER_CHARS
+
+
 def _scalars(value: Any, depth: int = 5) -> list[Any]:
     if isinstance(value, bool) or value is None or depth <= 0:
         return []
     if isinstance(value, str | int | float):
-        return [value] if len(repr(value)) <= MAX_ANSWER_CHARS else []
+        return [value] if _offerable(value) else []
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else []
     return [s for v in items for s in _scalars(v, depth - 1)]
 
@@ -96,7 +106,7 @@ def _fits(value: Any, kind: Any) -> bool:
 
 def hints_for(tools: list[ToolInfo], values: list[Any]) -> dict[str, list[Any]]:
     """``tool.param`` -> the values of its type (first seen first); optional booleans also take True."""
-    unique = list({repr(v): v for v in values}.values())
+    unique = list({repr(v): v for v in values if _offerable(v)}.values())
     out: dict[str, list[Any]] = {}
     for tool in tools:
         required = set(tool.required)
@@ -106,7 +116,8 @@ def hints_for(tools: list[ToolInfo], values: list[Any]) -> dict[str, list[Any]]:
                 if kind == "boolean":
                     out[f"{tool.name}.{param}"] = [True]
                 continue
-            fitting = [v for v in unique if _fits(v, kind)][:MAX_HINTS]
+            top = MAX_PRECISION if param == "precision" else MAX_NUMBER
+            fitting = [v for v in unique if _fits(v, kind) and (isinstance(v, str) or abs(v) <= top)][:MAX_HINTS]
             if fitting:
                 out[f"{tool.name}.{param}"] = fitting
     return out
@@ -294,7 +305,8 @@ class BfclEnv(BaseTextEnv):
         said = [v for t in range(state.turn, -1, -1) for v in question_values(self._request(t))]
         found = [v for value in reversed(state.values) for v in _scalars(value)]
         hints = hints_for(tools, [*said, *found])
-        seen = seen_values([v for v in state.values if isinstance(v, dict)])
+        seen = {k: [v for v in vs if _offerable(v)]
+                for k, vs in seen_values([v for v in state.values if isinstance(v, dict)]).items()}
         actions = [a for t in tools for a in self._calls_of(t, hints, seen)]
         actions += [END_TURN, f"{ASK}()"]
         return [a for a in actions if len(a) <= MAX_ACTION and " ".join(a.split()) == a]
