@@ -11,6 +11,9 @@ $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==23.2.1 >/dev/null 2>&1 || true
 	$(PY) -m pip install --quiet -c requirements.lock -e '.[$(EXTRAS)]'
+	# bfcl: scheme: bfcl-eval without its declared dependencies (they pin numpy 1.26.4 and LLM clients; its
+	# multi-turn simulations and checker need only mpmath, in the envs extra). Version: requirements.lock.
+	$(PY) -m pip install --quiet --no-deps -c requirements.lock bfcl-eval
 	touch $(STAMP)
 
 install: $(STAMP)

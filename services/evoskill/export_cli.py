@@ -23,8 +23,12 @@ if TYPE_CHECKING:  # the conversion (and torch, through core/learn) is imported 
     from evoskill.events.v1.events_pb2 import EpisodeCompleted
     from evoskill.library.finetune import ExportOptions, ExportTally, Row, ToolsOf
 
+TOOL_SCHEMES = ("tools", "bfcl")  # their envs list their tools' schemas (tools())
+
+
 class EnvTools:
-    """The tool schemas of a `tools:` episode's task, from its environment (one env per spec, one reset per game)."""
+    """The tool schemas of a `tools:` or `bfcl:` episode's task, from its environment (one env per spec, one reset
+    per game)."""
 
     def __init__(self) -> None:
         self._envs: dict[str, Any] = {}
@@ -35,7 +39,7 @@ class EnvTools:
         from evoskill.envs.spec import parse_spec
         from evoskill.library.finetune import tool_schemas
 
-        if parse_spec(episode.env_spec, validate=False).scheme != "tools":
+        if parse_spec(episode.env_spec, validate=False).scheme not in TOOL_SCHEMES:
             return None
         key = (episode.env_spec, episode.fold, episode.seed)
         if key not in self._schemas:

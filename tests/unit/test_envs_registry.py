@@ -23,14 +23,14 @@ def test_pyproject_declares_the_builtins_the_fallback_names() -> None:
 
 
 def test_builtins_work_when_the_metadata_declares_nothing(env_entry_points: list[EntryPoint]) -> None:
-    assert reg.scheme_registry().names() == ["twx", "tw", "sciworld", "tools"]
+    assert reg.scheme_registry().names() == ["twx", "tw", "sciworld", "tools", "bfcl"]
     assert parse_spec("textworld-express:coin").canonical() == "twx:coin"
     assert {i.scheme for i in list_environments()} >= {"twx", "tw"}
 
 
 def test_a_declared_scheme_is_parsed_listed_and_played(env_entry_points: list[EntryPoint]) -> None:
     env_entry_points.append(point("puzzle", "evoskill_env_example:scheme"))
-    assert reg.scheme_registry().names() == ["twx", "tw", "sciworld", "tools", "puzzle"]
+    assert reg.scheme_registry().names() == ["twx", "tw", "sciworld", "tools", "bfcl", "puzzle"]
     spec = parse_spec("puzzle:Tower-of-Hanoi?disks=2")
     assert spec.canonical() == "puzzle:hanoi?disks=2,start=random"
     assert "puzzle:hanoi?disks=3" in [i.example for i in list_environments()]
@@ -49,7 +49,7 @@ def test_a_declared_scheme_is_parsed_listed_and_played(env_entry_points: list[En
         ("puzzle:sudoku", "puzzle:sudoku: unknown puzzle 'sudoku'; accepted: hanoi"),
         ("puzzle:hanoi?disks=9", "disks='9' must be an integer from 1 to 8"),
         ("puzzle:hanoi?pegs=4", "unknown parameter 'pegs'; accepted parameters: disks, start"),
-        ("gym:CartPole", "unknown environment scheme 'gym'; accepted schemes: twx, tw, sciworld, tools, puzzle"),
+        ("gym:CartPole", "unknown environment scheme 'gym'; accepted schemes: twx, tw, sciworld, tools, bfcl, puzzle"),
     ],
 )
 def test_a_bad_spec_is_one_line_naming_it(env_entry_points: list[EntryPoint], spec: str, message: str) -> None:

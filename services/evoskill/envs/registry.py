@@ -32,6 +32,7 @@ BUILTIN_ENTRY_POINTS: dict[str, str] = {
     "tw": "evoskill.envs.schemes:TW",
     "sciworld": "evoskill.envs.schemes:SCIWORLD",
     "tools": "evoskill.envs.tools:TOOLS",
+    "bfcl": "evoskill.envs.bfcl:BFCL",
 }
 
 # parse(name, params, validate) -> (canonical name, canonical params); raises ValueError naming the problem.
