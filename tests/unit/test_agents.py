@@ -164,3 +164,14 @@ def test_a_search_out_of_time_acts_on_the_prior_and_the_episode_goes_on(agent: s
     assert decision.action == valid[int(np.argmax(logits))]  # θ's favourite; the first candidate where none advises
     assert decision.search is not None and decision.search.stats.timed_out
     assert decision.search.stats.simulations == 0 and not any(s.visits for s in decision.search.root)
+
+
+def test_the_episode_remembers_an_action_that_left_its_state_as_it_was() -> None:
+    from evoskill.core.agent import EpisodeMemory
+
+    memory = EpisodeMemory()
+    memory.record("hall", "look around", "the hall")
+    memory.record("hall", "go to kitchen", "the kitchen")  # the same key after "look around": a no-op there
+    memory.record("kitchen", "look around", "the kitchen")
+    assert memory.no_ops == {("hall", "look around")}
+    assert memory.tried["hall", "look around"] == 1

@@ -151,3 +151,4 @@ def test_listed_forms_are_word_prefixes_either_way() -> None:
     assert listed_forms("focus on thermometer in inventory", listed) == ["focus on thermometer"]
     assert listed_forms("open", listed) == ["open door"]
     assert listed_forms("focus on thermometer", listed) == []  # listed already
+

@@ -85,6 +85,10 @@ class EpisodeMemory:
     # (ScienceWorld's hundreds of children are not), but in a deterministic game taking it again where it was
     # taken leads where it led, so the count is a floor on the visits a revisit charge would count.
     tried: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # (state key, action) pairs seen to leave the state as it was (the next real state had the same key): what
+    # search prunes as a no-op once it has stepped it, θ alone leaves out once the episode has.
+    no_ops: set[tuple[str, str]] = field(default_factory=set)
+    _last: tuple[str, str] | None = None
 
     def step_seed(self, index: int) -> int:
         """A different search seed at every real step: with one seed for all steps, a state search misjudges
@@ -95,8 +99,11 @@ class EpisodeMemory:
         """One real step: taken in the state keyed `state_key` ("" = the agent never looked it up), answered
         by `feedback`."""
         if state_key:
+            if self._last is not None and self._last[0] == state_key:
+                self.no_ops.add(self._last)
             self.visited[state_key] += 1
             self.tried[state_key, action] += 1
+        self._last = (state_key, action) if state_key else None
         self.notes = notes_after(self.notes, action, feedback)
         self.taken.append(action)
 

@@ -190,8 +190,9 @@ class PolicyAgent:
     well as the world can. Like search, θ reads which candidates lead back to a visited state, and, as search
     charges revisits, each earlier visit to where a candidate leads costs it `policy_revisit_penalty` of
     logit: a greedy policy that loves "move north" otherwise walks between two rooms until the step limit.
-    Where a candidate was not stepped (ScienceWorld), the times it was taken here are charged instead: θ
-    cloned on five gold paths otherwise said "look around" a hundred times in a row.
+    Where a candidate was not stepped (ScienceWorld), the times it was taken here are charged instead, and one
+    the episode took here without changing the state is left out: θ cloned on five gold paths otherwise said
+    "look around" a hundred times in a row.
     Retrieved memories tilt its logits as they tilt search's priors (search.memory_weight > 0)."""
 
     tools: AgentTools
@@ -211,6 +212,9 @@ class PolicyAgent:
         visits = [memory.visited[env.nodes[(a,)].state_key] if seen else memory.tried[here, a]
                   for a, seen in zip(actions, env.seen(()), strict=True)]
         charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
+        known_no_op = np.asarray([(here, a) in memory.no_ops for a in actions], dtype=bool)
+        if self.config.policy_revisit_penalty and not known_no_op.all():
+            charged[known_no_op] = -np.inf  # taken here before and nothing changed: it would change nothing again
         return Decision(actions[int(np.argmax(charged))], target, state_key=env.nodes[()].state_key,
                         env_steps=env.env_steps, env_seconds=env.env_seconds, value=float(evaluation.values[0]))
 
