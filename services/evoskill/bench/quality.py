@@ -34,7 +34,7 @@ from evoskill.bench.outer_loop import AgentRow, EvalArgs, _cli, evaluate, play_b
 from evoskill.bench.suites import AGENTS, Budget, Suite
 from evoskill.core.agent import AgentKind
 from evoskill.platform.config import Settings
-from evoskill.platform.provenance import write_report
+from evoskill.platform.provenance import git_revision, write_report
 
 GAME_CACHE_VAR = "EVOSKILL_SANDBOX__TEXTWORLD_CACHE_DIR"
 
@@ -98,6 +98,7 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                       work_dir: Path, json_path: Path | None, library_from: Path | None = None,
                       agents: Sequence[str] = AGENTS, first_seed: int = 0) -> dict[str, Any]:
     console = Console() if sys.stdout.isatty() else Console(width=140)
+    git_revision()  # read now, as the stacks start: the summary names the code that ran, not what main is by its end
     budget = suite.pick(quick)
     rows = agent_rows(budget, agents)
     args = EvalArgs(suite.env, budget.test_episodes, budget.max_steps, budget.parallel)
