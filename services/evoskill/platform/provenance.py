@@ -59,11 +59,18 @@ def run_record(settings: Settings) -> dict[str, Any]:
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "libraries": library_versions(),
-        "command": ["evoskill", *sys.argv[1:]] if Path(sys.argv[0]).name == "evoskill" else list(sys.argv),
+        # `evoskill ...` however it was started (the script, `python -m evoskill.cli`): no path of this machine
+        "command": ["evoskill", *sys.argv[1:]] if _is_cli(sys.argv[0]) else list(sys.argv),
         "host": platform.node(),
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": settings.model_dump(mode="json"),
     }
+
+
+def _is_cli(argv0: str) -> bool:
+    path = Path(argv0)
+    return path.name == "evoskill" or path.resolve() in (SOURCE / "services/evoskill/cli.py",
+                                                         SOURCE / "services/evoskill/__main__.py")
 
 
 def write_report(path: Path, report: dict[str, Any], settings: Settings) -> None:
