@@ -254,7 +254,7 @@ class SearchAgent:
                                            lambda state, action: step.memory.tried[state, action]))
             decision = self._decide(env, config, late, span)
         log_rejected(env)
-        decision.llm = usage.proto() if advisor is not None else None
+        decision.llm = usage if advisor is not None else None
         return decision
 
     def _decide(self, env: SearchModel, config: SearchConfig, late: bool, span: Any) -> Decision:
@@ -336,7 +336,7 @@ class LlmAgent:
             log.info("no usable LLM answer at step %d: acting on the memories' advice or the first candidate",
                      step.index)
         return Decision(chosen, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
-                        env_seconds=env.env_seconds, value=float(evaluation.values[0]), llm=usage.proto())
+                        env_seconds=env.env_seconds, value=float(evaluation.values[0]), llm=usage)
 
 
 def log_rejected(env: SearchModel) -> None:

@@ -42,21 +42,8 @@ NO_KEY = "EMPTY"  # what a server that wants no key is sent (vLLM's convention; 
 BACKOFF_CAP_S = 8.0  # the SDK's longest wait between retries
 
 
-@dataclass
-class Usage:
-    """What the LLM cost one step (or an episode): as `common.v1.LlmUsage` carries it."""
-
-    requests: int = 0
-    cached: int = 0
-    failures: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def proto(self) -> common_pb2.LlmUsage:
-        return common_pb2.LlmUsage(requests=self.requests, cached=self.cached, failures=self.failures,
-                                   prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                                   cost_usd=self.cost_usd)
+# What the LLM cost one step (or an episode), counted in place: the message the events carry.
+Usage = common_pb2.LlmUsage
 
 
 class LlmClient:
