@@ -86,7 +86,8 @@ async def test_poison_message_is_dead_lettered_and_does_not_block(settings: Sett
     finally:
         await bus.stop()
         await watcher.stop()
-    assert processed == ["a", "b", "c"]
+    # One fetch's messages are handled concurrently (faststream's pull consumer), so order is not promised.
+    assert sorted(processed) == ["a", "b", "c"]
     errors = sorted(letter.error for letter in letters)
     assert any("cannot decode PolicyPublished" in e for e in errors)
     assert any("version 'bad' is not a version" in e for e in errors)

@@ -233,7 +233,8 @@ class Bus:
 
         The handler is called with the decoded message once it passed `core.limits`; raising InvalidInput
         dead-letters the message at once with the reason; any other exception is retried with backoff, then
-        dead-lettered when `nats.max_deliver` deliveries have failed.
+        dead-lettered when `nats.max_deliver` deliveries have failed. The messages of one fetch are handled
+        concurrently, so a handler must not rely on their order (announcements carry versions to compare).
         """
         self._check_route(name, "consume")
         durable = durable or f"{self.service}-{name.replace('.', '-')}"
