@@ -4,7 +4,11 @@ tuple its consumer checks (tests/unit/test_cli_choices.py keeps them equal); the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from typing import Any, TypeVar
+
+import typer
 
 from evoskill.core.agent import AgentKind
 
@@ -70,5 +74,74 @@ class EvalAgent(StrEnum):
     POLICY = AgentKind.POLICY.value
 
 
-__all__ = ["AgentKind", "EvalAgent", "ExportFold", "ExportFormat", "Fold", "HeldOutFold", "SearchAlgorithm",
-           "Service", "TuneMode"]
+E = TypeVar("E", bound=StrEnum)
+L = TypeVar("L", bound=list[Any])
+
+
+class Numbers(list[int]):
+    """An option's comma-separated integers ("0,1,2"), parsed by `numbers()`."""
+
+
+class Agents(list[AgentKind]):
+    """An option's comma-separated agents ("random,policy"), parsed by `agents`."""
+
+
+def numbers(least: int | None = None) -> Callable[[str | Numbers], Numbers]:
+    """typer's `parser=` for comma-separated integers, each at least `least`: anything else is a usage error
+    (exit 2) naming the flag, the item and what is accepted."""
+    def parse(value: str | Numbers) -> Numbers:
+        if isinstance(value, Numbers):  # typer passes a default through the parser too
+            return value
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        out = Numbers()
+        for item in items:
+            try:
+                out.append(int(item))
+            except ValueError:
+                raise typer.BadParameter(f"{item!r} is not an integer (expected e.g. 0,1,2)") from None
+            if least is not None and out[-1] < least:
+                raise typer.BadParameter(f"{item} is below {least} (each must be at least {least})")
+        if not out:
+            raise typer.BadParameter("expected one or more comma-separated integers, e.g. 0,1,2")
+        return out
+    return parse
+
+
+def _members(kind: type[E], into: type[L]) -> Callable[[str | L], L]:
+    """typer's `parser=` for comma-separated members of `kind`, no repeats, collected `into` a list class."""
+    def parse(value: str | L) -> L:
+        if isinstance(value, into):
+            return value
+        out = into()
+        for item in (item.strip() for item in str(value).split(",")):
+            if not item:
+                continue
+            try:
+                member = kind(item)
+            except ValueError:
+                raise typer.BadParameter(f"{item!r} is not one of {', '.join(kind)}") from None
+            if member not in out:
+                out.append(member)
+        if not out:
+            raise typer.BadParameter(f"expected one or more of {', '.join(kind)}, comma-separated")
+        return out
+    return parse
+
+
+class Engine(StrEnum):
+    """`evoskill bench memory --engines`: Qdrant local mode, Qdrant Edge (if installed)."""
+
+    LOCAL = "local"
+    EDGE = "edge"
+
+
+class Engines(list[Engine]):
+    """An option's comma-separated memory engines ("local,edge"), parsed by `engines`."""
+
+
+agents = _members(AgentKind, Agents)
+engines = _members(Engine, Engines)
+
+
+__all__ = ["AgentKind", "Agents", "Engine", "Engines", "EvalAgent", "ExportFold", "ExportFormat", "Fold", "HeldOutFold",
+           "Numbers", "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "numbers"]

@@ -27,6 +27,14 @@ def test_each_choice_mirrors_what_its_consumer_accepts() -> None:
     assert ("", *cli_choices.EvalAgent) == EVAL_AGENTS
 
 
+def test_comma_separated_options_parse_to_their_items_in_order_without_repeats() -> None:
+    assert cli_choices.numbers(least=0)(" 2, 0,1 ") == [2, 0, 1]
+    assert cli_choices.agents("policy,random,policy") == [AgentKind.POLICY, AgentKind.RANDOM]
+    assert cli_choices.engines("edge,local") == [cli_choices.Engine.EDGE, cli_choices.Engine.LOCAL]
+    parsed = cli_choices.numbers()("4")
+    assert cli_choices.numbers()(parsed) is parsed  # typer passes defaults through the parser again
+
+
 def test_agent_kind_parses_the_wire_names_and_says_what_it_accepts() -> None:
     assert AgentKind.parse("") is AgentKind.MCTS and AgentKind.parse("policy+mcts") is AgentKind.POLICY_MCTS
     assert [k for k in AgentKind if k.searches] == [AgentKind.MCTS, AgentKind.POLICY_MCTS, AgentKind.LLM_MCTS]
@@ -51,6 +59,13 @@ def test_agent_kind_parses_the_wire_names_and_says_what_it_accepts() -> None:
     (["bench", "pipeline", "--load", "--agent", "randum"],
      "'--agent': 'randum' is not one of 'random', 'mcts', 'policy', 'policy+mcts', 'demo'"),
     (["health", "foo"], "'foo' is not one of 'sandbox'"),
+    # Comma-separated lists: each item checked as declared (cli_choices.numbers, agents, engines).
+    (["bench", "outer-loop", "--seeds", "0,x"], "'--seeds': 'x' is not an integer"),
+    (["bench", "quality", "--suite", "coin", "--agents", "random,randum"],
+     "'--agents': 'randum' is not one of random, mcts, policy"),
+    (["bench", "memory", "--sizes", "1000,-5"], "'--sizes': -5 is below 1"),
+    (["bench", "memory", "--engines", "local,disk"], "'--engines': 'disk' is not one of local, edge"),
+    (["bench", "targets", "--budgets", ","], "'--budgets': expected one or more comma-separated integers"),
 ])
 def test_a_value_outside_a_declared_choice_or_range_is_one_line_and_exit_2(
         args: list[str], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -71,6 +71,26 @@ def test_invalid_and_ambiguous_actions_raise_without_changing_state(env: Science
         env.strict = True
 
 
+def test_a_request_whose_readings_all_say_the_same_takes_the_first() -> None:
+    """grow-plant's gold path moves one of three identical seeds ("move apple seed in seed jar to flower pot 2",
+    then "0" for ScienceWorld's question): the adapter answers the question, and the gold path leaves it out."""
+    env = make_env("sciworld:grow-plant?easy=1")
+    assert isinstance(env, ScienceWorldAdapter)
+    try:
+        env.reset(seed=0, fold="train")
+        gold = env.gold_path() or []
+        assert gold and not any(a.strip().isdigit() for a in gold)
+        move = next(a for a in gold if a.startswith("move apple seed"))
+        for action in gold[:gold.index(move)]:
+            env.step(action)
+        assert move not in env.observation().valid_actions
+        obs, _ = env.step(move)
+        assert "apple seed" in obs.text and "Ambiguous" not in obs.text
+        assert "apple seed" in env.step("look at flower pot 2")[0].text
+    finally:
+        env.close()
+
+
 def test_folds_give_different_variations(env: ScienceWorldAdapter) -> None:
     folds = {f: env.variations(f) for f in ("train", "dev", "test")}
     assert not set(folds["train"]) & set(folds["dev"]) and not set(folds["dev"]) & set(folds["test"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from evoskill.bench.suites import AGENTS
-from evoskill.core.agent import AgentKind
+from evoskill.cli_choices import AgentKind, Agents, Engine, Engines, Numbers, agents, engines, numbers
 
 bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
 
@@ -64,7 +64,8 @@ def pipeline(
 @bench_app.command("outer-loop")
 def outer_loop(
     env: str = typer.Option("twx:coin", help="Environment spec of the training and test games."),
-    seeds: str = typer.Option("0,1,2", help="Training seeds, comma-separated; each trains a fresh θ."),
+    seeds: Numbers = typer.Option("0,1,2", parser=numbers(least=0), metavar="SEEDS",
+                                  help="Training seeds, comma-separated; each trains a fresh θ."),
     simulations: int = typer.Option(4, min=1, help="Simulations of θ + MCTS and of the same-budget uniform MCTS."),
     baseline_multiple: int = typer.Option(3, min=1, help="The other uniform MCTS gets this many times the "
                                                          "simulations."),
@@ -83,7 +84,7 @@ def outer_loop(
     """Train θ on fresh stacks (one per seed) and compare it with random and uniform-prior MCTS."""
     from evoskill.bench.outer_loop import EvalArgs, run_outer_loop_bench  # starts stacks; imported only when run
 
-    run_outer_loop_bench(EvalArgs(env, episodes, max_steps, parallel), [int(s) for s in seeds.split(",")],
+    run_outer_loop_bench(EvalArgs(env, episodes, max_steps, parallel), seeds,
                          simulations, baseline_multiple, train_args, work_dir.resolve(), json_path, baselines_from)
 
 
@@ -104,8 +105,9 @@ def quality(
     json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
     library: Path | None = typer.Option(None, help="Reuse this library (JSONL, e.g. an earlier run's) instead of "
                                                    "generating the suite's."),
-    agents: str = typer.Option(",".join(AGENTS), help="The rows to play, comma-separated (an ablation or a "
-                                                      "rerun of θ's rows needs no baselines)."),
+    rows: Agents = typer.Option(",".join(AGENTS), "--agents", parser=agents, metavar="AGENTS",
+                                help="The rows to play, comma-separated (an ablation or a rerun of θ's rows needs "
+                                     "no baselines)."),
 ) -> None:
     """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget."""
     from evoskill.bench.quality import agent_rows, run_quality_bench, setting_overrides  # imported when run
@@ -114,7 +116,6 @@ def quality(
     try:
         chosen = with_budget(resolve(suite, env), quick, budget)
         overrides = setting_overrides([*chosen.settings, *set_])
-        rows = [a.strip() for a in agents.split(",") if a.strip()]
         agent_rows(chosen.pick(quick), rows)
         if library is not None and not library.is_file():
             raise ValueError(f"--library {library}: no such file")
@@ -128,9 +129,11 @@ def quality(
 @bench_app.command("memory")
 def memory(
     json_path: Path | None = typer.Option(None, "--json", help="Write the rows and ratios here."),
-    sizes: str = typer.Option("1000,10000,50000", help="Stored experiences at each measurement, increasing."),
+    sizes: Numbers = typer.Option("1000,10000,50000", parser=numbers(least=1), metavar="SIZES",
+                                  help="Stored experiences at each measurement, increasing."),
     queries: int = typer.Option(300, min=1, help="Query texts per size (latency percentiles and recall over them)."),
-    engines: str = typer.Option("local,edge", help="local (Qdrant local mode), edge (Qdrant Edge, if installed)."),
+    chosen: Engines = typer.Option("local,edge", "--engines", parser=engines, metavar="ENGINES",
+                                   help="local (Qdrant local mode), edge (Qdrant Edge, if installed)."),
     work_dir: Path | None = typer.Option(None, help="Folder for the temporary stores (default: the system's)."),
     local_on_disk: bool = typer.Option(True, "--local-on-disk/--local-in-memory",
                                        help="Local mode persisted under a folder (as the service) or in memory."),
@@ -140,11 +143,9 @@ def memory(
     from evoskill.bench.memory import print_table, run_memory_bench  # qdrant and numpy only when run
 
     try:
-        counts = [int(s) for s in sizes.split(",") if s.strip()]
-        chosen = [e.strip() for e in engines.split(",") if e.strip()]
-        if not set(chosen) <= {"local", "edge"} or "local" not in chosen:
-            raise ValueError("--engines must be local or local,edge")
-        summary = run_memory_bench(json_path, counts, queries, work_dir, chosen, local_on_disk=local_on_disk)
+        if Engine.LOCAL not in chosen:
+            raise ValueError("--engines must include local (Qdrant Edge is measured beside it)")
+        summary = run_memory_bench(json_path, sizes, queries, work_dir, list(chosen), local_on_disk=local_on_disk)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -154,10 +155,11 @@ def memory(
 @bench_app.command("targets")
 def targets(
     json_path: Path | None = typer.Option(None, "--json", help="Write the table here."),
-    budgets: str = typer.Option("4,8,16", help="Simulations per search, comma-separated."),
+    budgets: Numbers = typer.Option("4,8,16", parser=numbers(least=1), metavar="BUDGETS",
+                                    help="Simulations per search, comma-separated."),
     seeds: int = typer.Option(200, min=1, help="Search seeds per row."),
 ) -> None:
     """θ's search targets at small budgets on toy games: PUCT's visit counts vs Gumbel MuZero's improved policy."""
     from evoskill.bench.search_targets import run_targets_bench
 
-    run_targets_bench(json_path, [int(b) for b in budgets.split(",")], seeds)
+    run_targets_bench(json_path, budgets, seeds)

@@ -91,8 +91,10 @@ class ScienceWorldAdapter(BaseTextEnv):
     Valid actions: ScienceWorld's ``get_valid_action_object_combinations()`` is not complete (its
     own gold paths use aliases such as ``examine X`` and qualified names such as ``thermometer in
     inventory``), so in strict mode an action outside that list is sent to ScienceWorld's parser:
-    if the parser rejects it (no effect on the simulation) or finds it ambiguous (the request is
-    cancelled and the state rebuilt by replay), :class:`InvalidActionError` is raised.
+    if the parser rejects it (no effect on the simulation) or finds it ambiguous between readings that
+    differ (the request is cancelled and the state rebuilt by replay), :class:`InvalidActionError` is
+    raised. Readings that all say the same (three identical seeds) are one choice: the first is taken, and
+    the gold paths' choice steps ("0" after such a request) are left out of ``gold_path()``.
     """
 
     scheme = "sciworld"
@@ -159,7 +161,7 @@ class ScienceWorldAdapter(BaseTextEnv):
         self.variation = variation
         text, info = self._env.reset()
         self._goal = self._task_description(info)
-        self._gold = [str(a) for a in self._env.get_gold_action_sequence()] if self._need_gold else None
+        self._gold = _without_choices(self._env.get_gold_action_sequence()) if self._need_gold else None
         return self._to_obs(text, info, completed=False)
 
     @staticmethod
@@ -177,13 +179,19 @@ class ScienceWorldAdapter(BaseTextEnv):
         if reply.startswith(_PARSER_REJECTED):
             raise self._reject(action, "ScienceWorld's parser does not know it")
         if reply.startswith(_AMBIGUOUS):
+            options = [ln.split("\t", 1)[-1].strip() for ln in reply.splitlines()[1:] if ln.strip()]
+            if options and len(set(options)) == 1:
+                # Every reading says the same ("move apple seed (in seed jar) to flower pot 2" for each of three
+                # seeds): the objects are indistinguishable to an agent, so the first is taken, as ScienceWorld's
+                # own gold paths do (their "0" after such a request).
+                text, _reward, completed, info = self._env.step("0")
+                return self._to_obs(text, info, completed=bool(completed))
             self._env.step("")  # cancel the pending choice
             # Cancelling still advances the simulation clock; rebuild the exact state by replay.
             obs, history = self._current(), list(self._history)
             self._replay(self._seed, self._fold, history)
             self._set_obs(obs)
-            options = [ln.split("\t", 1)[-1] for ln in reply.splitlines()[1:]][:8]
-            raise self._reject(action, f"ambiguous in ScienceWorld (could be: {'; '.join(options)})")
+            raise self._reject(action, f"ambiguous in ScienceWorld (could be: {'; '.join(options[:8])})")
         return self._to_obs(text, info, completed=bool(completed))
 
     def _to_obs(self, text: str, info: dict[str, Any], *, completed: bool) -> Observation:
@@ -211,3 +219,10 @@ class ScienceWorldAdapter(BaseTextEnv):
 
     def _close(self) -> None:
         shutdown_jvm(self._env)
+
+
+def _without_choices(gold: Any) -> list[str]:
+    """ScienceWorld's gold path without its answers to "Ambiguous request" (a number after the request): the
+    adapter answers those itself (`_step_unlisted`), so each gold step is one action an agent could send."""
+    actions = [str(a) for a in gold]
+    return [a for i, a in enumerate(actions) if not (i and a.strip().isdigit())]

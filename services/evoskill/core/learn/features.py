@@ -23,12 +23,12 @@ import re
 import tempfile
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from cachetools import LRUCache
 
 MINILM_DIM = 384
 _WORD = re.compile(r"[a-z0-9]+")
@@ -190,7 +190,7 @@ class CachedFeaturizer:
     def __init__(self, inner: Featurizer, maxsize: int = 100_000) -> None:
         self.inner = inner
         self.maxsize = maxsize
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize)
         self._lock = threading.Lock()  # the learner trains in a worker thread while the service adds data
         self.hits = 0
         self.misses = 0
@@ -212,7 +212,6 @@ class CachedFeaturizer:
                 if vector is None:
                     missing.setdefault(text, []).append(row)
                 else:
-                    self._cache.move_to_end(text)
                     out[row] = vector
             self.hits += len(texts) - sum(len(rows) for rows in missing.values())
             self.misses += len(missing)
@@ -221,9 +220,7 @@ class CachedFeaturizer:
             with self._lock:
                 for (text, rows), vector in zip(missing.items(), fresh, strict=True):
                     out[rows] = vector
-                    self._cache[text] = vector
-                while len(self._cache) > self.maxsize:
-                    self._cache.popitem(last=False)
+                    self._cache[text] = vector  # the least recently used goes when full
         return out
 
 
