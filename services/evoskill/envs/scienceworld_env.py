@@ -170,29 +170,33 @@ class ScienceWorldAdapter(BaseTextEnv):
         return re.sub(r"^\s*Task Description:\s*", "", text).strip()
 
     def _step(self, action: str) -> Observation:
+        text, completed, info = self._send(action)
+        return self._to_obs(text, info, completed=completed)
+
+    def _send(self, action: str) -> tuple[str, bool, dict[str, Any]]:
+        """ScienceWorld's reply to `action`, a question whose readings all say the same answered: "move apple
+        seed (in seed jar) to flower pot 2" for each of three seeds names objects no agent can tell apart, so
+        the first is taken, as ScienceWorld's own gold paths do (their "0" after such a request). Replays step
+        through here too, so a restored state is the one the step reached."""
         text, _reward, completed, info = self._env.step(action)
-        return self._to_obs(text, info, completed=bool(completed))
+        if str(text).lstrip().startswith(_AMBIGUOUS) and len(set(_readings(str(text)))) == 1:
+            text, _reward, completed, info = self._env.step("0")
+        return str(text), bool(completed), info
 
     def _step_unlisted(self, action: str) -> Observation:
-        text, _reward, completed, info = self._env.step(action)
-        reply = str(text).strip()
+        text, completed, info = self._send(action)
+        reply = text.strip()
         if reply.startswith(_PARSER_REJECTED):
             raise self._reject(action, "ScienceWorld's parser does not know it")
         if reply.startswith(_AMBIGUOUS):
-            options = [ln.split("\t", 1)[-1].strip() for ln in reply.splitlines()[1:] if ln.strip()]
-            if options and len(set(options)) == 1:
-                # Every reading says the same ("move apple seed (in seed jar) to flower pot 2" for each of three
-                # seeds): the objects are indistinguishable to an agent, so the first is taken, as ScienceWorld's
-                # own gold paths do (their "0" after such a request).
-                text, _reward, completed, info = self._env.step("0")
-                return self._to_obs(text, info, completed=bool(completed))
+            options = _readings(reply)
             self._env.step("")  # cancel the pending choice
             # Cancelling still advances the simulation clock; rebuild the exact state by replay.
             obs, history = self._current(), list(self._history)
             self._replay(self._seed, self._fold, history)
             self._set_obs(obs)
             raise self._reject(action, f"ambiguous in ScienceWorld (could be: {'; '.join(options[:8])})")
-        return self._to_obs(text, info, completed=bool(completed))
+        return self._to_obs(text, info, completed=completed)
 
     def _to_obs(self, text: str, info: dict[str, Any], *, completed: bool) -> Observation:
         raw = float(info.get("score", 0))
@@ -221,8 +225,13 @@ class ScienceWorldAdapter(BaseTextEnv):
         shutdown_jvm(self._env)
 
 
+def _readings(question: str) -> list[str]:
+    """The readings an "Ambiguous request" lists, one a line after its first ("0:\tmove apple seed (...)")."""
+    return [line.split("\t", 1)[-1].strip() for line in question.strip().splitlines()[1:] if line.strip()]
+
+
 def _without_choices(gold: Any) -> list[str]:
     """ScienceWorld's gold path without its answers to "Ambiguous request" (a number after the request): the
-    adapter answers those itself (`_step_unlisted`), so each gold step is one action an agent could send."""
+    adapter answers those itself (`_send`), so each gold step is one action an agent could send."""
     actions = [str(a) for a in gold]
     return [a for i, a in enumerate(actions) if not (i and a.strip().isdigit())]
