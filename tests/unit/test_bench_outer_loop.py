@@ -48,3 +48,21 @@ def test_baselines_are_reused_only_from_a_run_of_the_same_games(tmp_path: Path) 
         reused_baselines(earlier, EvalArgs("twx:cookingworld", 20, 30, 2), 8, 3)  # other games
     with pytest.raises(ValueError, match="other baselines"):
         reused_baselines(earlier, args, 4, 3)  # other budgets
+
+
+def test_a_terminated_benchmark_runs_its_cleanup(tmp_path: Path) -> None:
+    """SIGTERM inside `terminated_as_interrupt` unwinds like Ctrl-C, so a stack's `down` (a `finally`) runs."""
+    import signal
+    import subprocess
+    import sys
+
+    cleaned = tmp_path / "cleaned"
+    code = ("import sys, time\nfrom evoskill.bench.outer_loop import terminated_as_interrupt\n"
+            "with terminated_as_interrupt():\n    try:\n        print('ready', flush=True)\n        time.sleep(60)\n"
+            f"    finally:\n        open({str(cleaned)!r}, 'w').write('down')\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode != 0 and "KeyboardInterrupt" in err
+    assert cleaned.read_text() == "down"

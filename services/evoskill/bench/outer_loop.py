@@ -22,9 +22,11 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,11 +101,31 @@ def stack(folder: Path, settings: dict[str, str] | None = None) -> Iterator[dict
     for name, port in zip(SERVICES, services, strict=True):
         env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(port)
     log = folder / "bench.log"
-    _cli("up", "--detach", env=env, log=log)
+    with terminated_as_interrupt():
+        _cli("up", "--detach", env=env, log=log)
+        try:
+            yield env
+        finally:
+            _cli("down", env=env, log=log)
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a job's timeout, `kill`) raises KeyboardInterrupt here, as Ctrl-C does, so the stack's `down` in
+    the `finally` above runs: by default it ends Python at once and leaves the stack's processes running.
+    The subprocess being waited for is killed by `subprocess.run` on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield env
+        yield
     finally:
-        _cli("down", env=env, log=log)
+        signal.signal(signal.SIGTERM, before)
 
 
 def evaluate(args: EvalArgs, agent: str, simulations: int, env: dict[str, str], out: Path,
