@@ -175,3 +175,20 @@ def test_the_episode_remembers_an_action_that_left_its_state_as_it_was() -> None
     memory.record("kitchen", "look around", "the kitchen")
     assert memory.no_ops == {("hall", "look around")}
     assert memory.tried["hall", "look around"] == 1
+
+
+def test_an_action_repeated_without_progress_is_charged_even_where_no_state_repeats() -> None:
+    """A heating stove changes the room every step: no two keys match, yet "look around" fifty times is a loop."""
+    from evoskill.core.agent import EpisodeMemory
+
+    memory = EpisodeMemory()
+    for i in range(3):
+        memory.record(f"room-{i}", "look around", "a stove, hotter", score=0.1)
+    assert memory.times_taken("room-9", "look around") == 3 and memory.times_taken("room-9", "wait") == 0
+    memory.record("room-3", "look around", "a stove", score=0.2)  # the score rose: the streak starts again
+    assert memory.times_taken("room-9", "look around") == 0
+    memory.record("room-4", "wait", "you wait", score=0.2)
+    memory.record("room-5", "look around", "a stove", score=0.2)
+    assert memory.times_taken("room-9", "look around") == 1  # in a row only: another action came between
+    memory.record("room-5", "look around", "a stove", score=0.2)
+    assert memory.times_taken("room-5", "look around") == 2  # here the tried count says the same

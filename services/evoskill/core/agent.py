@@ -88,16 +88,31 @@ class EpisodeMemory:
     # (state key, action) pairs seen to leave the state as it was (the next real state had the same key): what
     # search prunes as a no-op once it has stepped it, θ alone leaves out once the episode has.
     no_ops: set[tuple[str, str]] = field(default_factory=set)
+    # The last action and how many times in a row it was just taken without the score rising: where something in
+    # the room changes every step (a stove heating, bees moving) no two states share a key, so neither `tried`
+    # nor `no_ops` sees θ say "look around" fifty times in a row; the streak does.
+    streak: tuple[str, int] = ("", 0)
     _last: tuple[str, str] | None = None
+    _score: float | None = None
 
     def step_seed(self, index: int) -> int:
         """A different search seed at every real step: with one seed for all steps, a state search misjudges
         once is misjudged again each time the episode comes back to it (the same noise and rollouts)."""
         return self.seed * 1000 + index
 
-    def record(self, state_key: str, action: str, feedback: str) -> None:
+    def times_taken(self, state_key: str, action: str) -> int:
+        """A floor on the earlier visits to where an unstepped `action` leads from `state_key`: the times it was
+        taken there, or in a row just now without progress, whichever is more."""
+        last, times = self.streak
+        return max(self.tried[state_key, action], times if action == last else 0)
+
+    def record(self, state_key: str, action: str, feedback: str, score: float | None = None) -> None:
         """One real step: taken in the state keyed `state_key` ("" = the agent never looked it up), answered
-        by `feedback`."""
+        by `feedback`, after which the score was `score` (None = not known)."""
+        rose = score is not None and self._score is not None and score > self._score
+        last, times = self.streak
+        self.streak = (action, 0 if rose else (times + 1 if action == last else 1))
+        self._score = score if score is not None else self._score
         if state_key:
             if self._last is not None and self._last[0] == state_key:
                 self.no_ops.add(self._last)

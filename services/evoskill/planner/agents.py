@@ -190,9 +190,10 @@ class PolicyAgent:
     well as the world can. Like search, θ reads which candidates lead back to a visited state, and, as search
     charges revisits, each earlier visit to where a candidate leads costs it `policy_revisit_penalty` of
     logit: a greedy policy that loves "move north" otherwise walks between two rooms until the step limit.
-    Where a candidate was not stepped (ScienceWorld), the times it was taken here are charged instead, and one
-    the episode took here without changing the state is left out: θ cloned on five gold paths otherwise said
-    "look around" a hundred times in a row.
+    Where a candidate was not stepped (ScienceWorld), the times it was taken here, or in a row just before
+    without the score rising, are charged instead (`EpisodeMemory.times_taken`), and one the episode took here
+    without changing the state is left out: θ cloned on five gold paths otherwise said "look around" a hundred
+    times in a row.
     Retrieved memories tilt its logits as they tilt search's priors (search.memory_weight > 0)."""
 
     tools: AgentTools
@@ -209,7 +210,7 @@ class PolicyAgent:
         (logits,) = evaluation.logits or []
         actions = list(env.actions(()))
         here, memory = env.nodes[()].state_key, step.memory
-        visits = [memory.visited[env.nodes[(a,)].state_key] if seen else memory.tried[here, a]
+        visits = [memory.visited[env.nodes[(a,)].state_key] if seen else memory.times_taken(here, a)
                   for a, seen in zip(actions, env.seen(()), strict=True)]
         charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
         known_no_op = np.asarray([(here, a) in memory.no_ops for a in actions], dtype=bool)
@@ -251,7 +252,7 @@ class SearchAgent:
             env.advice += self.tools.advice(retrieved, config, with_llm=advisor is not None)
             if self.policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty,
-                                           lambda state, action: step.memory.tried[state, action]))
+                                           step.memory.times_taken))
             decision = self._decide(env, config, late, span)
         log_rejected(env)
         decision.llm = usage if advisor is not None else None

@@ -126,7 +126,7 @@ class EpisodePlayer:
             cost = decision.env_steps
             env_steps += cost + 1
             transition = played.transition
-            self.episode.record(decision.state_key, decision.action, transition.after.text)
+            self.episode.record(decision.state_key, decision.action, transition.after.text, transition.after.score)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
             record_step(self.completed, transition, decision.target, score.total, env_steps=cost + 1,
                         llm=decision.llm)

@@ -89,7 +89,7 @@ def revisits(visits: Callable[[str], int], penalty: float,
     """Each earlier real visit to where a root candidate leads costs `penalty` of logit, as θ alone is
     charged (`search.policy_revisit_penalty`): θ's priors cloned from wandering gold paths otherwise keep
     search walking between two rooms, one real step after another. An unstepped child is charged for the
-    times the episode took that action in the root's state (`EpisodeMemory.tried`, a floor on its visits)."""
+    times the episode took that action in the root's state or just before in a row (`EpisodeMemory.times_taken`)."""
 
     def bonus_at(model: SearchModel) -> np.ndarray:
         here = model.nodes[()].state_key
