@@ -66,3 +66,24 @@ def test_a_terminated_benchmark_runs_its_cleanup(tmp_path: Path) -> None:
     _, err = child.communicate(timeout=30)
     assert child.returncode != 0 and "KeyboardInterrupt" in err
     assert cleaned.read_text() == "down"
+
+
+def test_an_interrupted_benchmark_lets_its_subprocess_stop_as_after_ctrl_c(tmp_path: Path) -> None:
+    """The eval a benchmark waits for gets a SIGINT (it writes the episodes played so far), not a kill."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    kept = tmp_path / "kept"
+    child_code = ("import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+                  f"except KeyboardInterrupt:\n    open({str(kept)!r}, 'w').write('partial report')\n    raise\n")
+    parent_code = ("import os, sys\nfrom evoskill.bench.outer_loop import run_interruptible, terminated_as_interrupt\n"
+                   "with terminated_as_interrupt():\n"
+                   f"    run_interruptible([sys.executable, '-c', {child_code!r}], dict(os.environ), sys.stdout)\n")
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ))
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
+    parent.send_signal(signal.SIGTERM)  # the parent only, as a job's timeout or `kill` sends it
+    parent.communicate(timeout=60)
+    assert parent.returncode != 0 and kept.read_text() == "partial report"

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -81,12 +81,31 @@ def _cli(*args: str, env: dict[str, str], log: Path) -> int:
     with log.open("a") as out:
         out.write(f"$ evoskill {shlex.join(args)}\n")
         out.flush()
-        done = subprocess.run([sys.executable, "-m", "evoskill.cli", *args], env=env, stdout=out,
-                              stderr=subprocess.STDOUT, check=False)
-    failed_episodes = done.returncode == 1 and args[0] == "eval"
-    if done.returncode != 0 and not failed_episodes:
-        raise RuntimeError(f"evoskill {args[0]} failed (exit {done.returncode}); see {log}")
-    return done.returncode
+        code = run_interruptible([sys.executable, "-m", "evoskill.cli", *args], env, out)
+    failed_episodes = code == 1 and args[0] == "eval"
+    if code != 0 and not failed_episodes:
+        raise RuntimeError(f"evoskill {args[0]} failed (exit {code}); see {log}")
+    return code
+
+
+def run_interruptible(command: list[str], env: dict[str, str], out: IO[str], grace_s: float = 60.0) -> int:
+    """Run `command` to its end; interrupted (Ctrl-C, or SIGTERM under `terminated_as_interrupt`), pass it a
+    SIGINT and give it `grace_s` to stop as after Ctrl-C (an eval writes the episodes it played) before the
+    kill `subprocess.run` would have sent at once."""
+    child = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        try:
+            child.wait(timeout=1.0)  # a Ctrl-C at a terminal reached the child too
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        raise
 
 
 @contextlib.contextmanager
