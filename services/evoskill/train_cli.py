@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from evoskill.cli_choices import EvalAgent, HeldOutFold, SearchAlgorithm, TuneMode
+from evoskill.cli_choices import EvalAgent, HeldOutFold, LlmModel, LlmUrl, SearchAlgorithm, TuneMode
 from evoskill.platform.config import Settings
 
 
@@ -50,9 +50,11 @@ def train(
     detach: Annotated[bool, typer.Option("--detach", help="start the run on the running stack, print its id and "
                                                           "return (then `evoskill runs attach|show|pause|stop`)")]
     = False,
+    llm: LlmUrl = "",
+    llm_model: LlmModel = "",
 ) -> None:
     """Train θ through the Temporal TrainingWorkflow: play, train, evaluate, per epoch; curves and a table."""
-    from evoskill.cli import _fail, _run_client, console
+    from evoskill.cli import _fail, _run_client, console, with_llm
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message, run_training
     from evoskill.envs.spec import located  # a task file's path made absolute: services run in the state folder
@@ -68,7 +70,7 @@ def train(
     problems = validate(params)
     if problems:
         _fail("; ".join(problems), 2)
-    settings = Settings()
+    settings = with_llm(Settings(), llm, llm_model)
     if detach:
         from evoskill.runs_cli import detach as start_detached
 

