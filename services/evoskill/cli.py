@@ -19,7 +19,17 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.cli_choices import AgentKind, Fold, LlmModel, LlmUrl, Service
+from evoskill.cli_choices import (
+    AgentKind,
+    ExploreEpsilon,
+    Fold,
+    LlmModel,
+    LlmUrl,
+    Memory,
+    Novelty,
+    Service,
+    exploration_config,
+)
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
@@ -295,6 +305,9 @@ def solve(
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
     llm: LlmUrl = "",
     llm_model: LlmModel = "",
+    explore_epsilon: ExploreEpsilon = None,
+    novelty: Novelty = None,
+    memory: Memory = None,
 ) -> None:
     """Play one episode through the services with a live progress display."""
     from rich.live import Live
@@ -314,7 +327,9 @@ def solve(
                         table.add_row(str(update.step_index), update.action, str(visits),
                                       f"{update.total_reward:.2f}", f"{update.observation.score:.2f}")
 
-                request = episode_request(env, seed, fold, agent, simulations, max_steps, policy_version=policy)
+                switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight)
+                request = episode_request(env, seed, fold, agent, simulations, max_steps, policy_version=policy,
+                                          **switches)
                 outcome = await play(settings, request, show)
             console.print(f"[bold]{'won' if outcome.won else 'not won'}[/bold] · score {outcome.score:.2f} · "
                           f"{outcome.steps} steps · {outcome.env_steps} environment steps")
@@ -336,6 +351,9 @@ def eval_cmd(
     json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
     llm: LlmUrl = "",
     llm_model: LlmModel = "",
+    explore_epsilon: ExploreEpsilon = None,
+    novelty: Novelty = None,
+    memory: Memory = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
     import uuid
@@ -358,8 +376,9 @@ def eval_cmd(
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
+            switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight)
             report = EvalReport(env, agent, fold, simulations, [],
-                                {"search": settings.search.model_dump() | {"num_simulations": simulations},
+                                {"search": settings.search.model_dump() | {"num_simulations": simulations, **switches},
                                  "max_steps": max_steps, "policy": policy},  # what the planner was asked to use
                                 budget={"episodes": episodes, "simulations": simulations, "max_steps": max_steps,
                                         "parallel": parallel},
@@ -371,7 +390,7 @@ def eval_cmd(
                 if json_path is None:
                     return
                 used = settings.search.model_copy(update={"num_simulations": simulations,
-                                                          "max_episode_steps": max_steps})
+                                                          "max_episode_steps": max_steps, **switches})
                 write_report(json_path, report.to_json(), settings.model_copy(update={"search": used}))
                 written.append(json_path)
                 console.print(f"wrote {json_path} (each episode's id and trace id: `evoskill trace --episode ID`)")
@@ -383,7 +402,7 @@ def eval_cmd(
                 async def one(seed: int) -> EpisodeOutcome:
                     async with slots:
                         request = episode_request(env, seed, fold, agent, simulations, max_steps,
-                                                  policy_version=policy)
+                                                  policy_version=policy, **switches)
                         request.episode_id = f"eval-{run}-{seed}"
                         try:
                             outcome = await play(settings, request)

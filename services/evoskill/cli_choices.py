@@ -155,10 +155,40 @@ LlmUrl = Annotated[str, typer.Option(
     help="an OpenAI-compatible API the planner asks in this run (as llm.base_url), e.g. http://127.0.0.1:8000/v1")]
 LlmModel = Annotated[str, typer.Option("--llm-model", metavar="NAME", help="the model it is asked for (as llm.model)")]
 
+
+class MemorySwitch(StrEnum):
+    ON = "on"
+    OFF = "off"
+
+
+# `evoskill solve|eval`: the exploration and memory switches of the episodes played (core/exploration.py); unset =
+# the planner's search settings.
+ExploreEpsilon = Annotated[float | None, typer.Option(
+    "--explore-epsilon", min=0.0, max=1.0, metavar="P",
+    help="probability per step of a random candidate instead of the agent's choice (search.explore_epsilon)")]
+Novelty = Annotated[float | None, typer.Option(
+    "--novelty", min=0.0, metavar="W", help="count-based novelty bonus W/(count+1) of logit (search.novelty_weight)")]
+Memory = Annotated[MemorySwitch | None, typer.Option(
+    "--memory", help="on: retrieved experiences advise the agent (search.memory_weight, 1 where it is 0); off: none")]
+
+
+def exploration_config(epsilon: float | None, novelty: float | None, memory: MemorySwitch | None,
+                       memory_weight: float) -> dict[str, float]:
+    """The request's SearchConfig fields the switches set (`memory_weight`: the settings' own)."""
+    config: dict[str, float] = {}
+    if epsilon is not None:
+        config["explore_epsilon"] = epsilon
+    if novelty is not None:
+        config["novelty_weight"] = novelty
+    if memory is not None:
+        config["memory_weight"] = (memory_weight or 1.0) if memory is MemorySwitch.ON else 0.0
+    return config
+
+
 agents = _members(AgentKind, Agents)
 engines = _members(Engine, Engines)
 
 
-__all__ = ["AgentKind", "Agents", "Engine", "Engines", "EvalAgent", "ExportFold", "ExportFormat", "Fold", "HeldOutFold",
-           "LlmModel", "LlmUrl", "Numbers", "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "llm_url",
-           "numbers"]
+__all__ = ["AgentKind", "Agents", "Engine", "Engines", "EvalAgent", "ExploreEpsilon", "ExportFold", "ExportFormat",
+           "Fold", "HeldOutFold", "LlmModel", "LlmUrl", "Memory", "MemorySwitch", "Novelty", "Numbers",
+           "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "exploration_config", "llm_url", "numbers"]

@@ -20,6 +20,10 @@ def train(
     search_algorithm: Annotated[SearchAlgorithm | None, typer.Option(help="default: search.algorithm",
                                                                      show_default=False)] = None,
     max_steps: Annotated[int, typer.Option(min=1)] = 20,
+    explore_epsilon: Annotated[float, typer.Option(min=0.0, max=1.0, metavar="P", help="ε-greedy on the training "
+                                                   "games: a random candidate with probability P a step")] = 0.0,
+    novelty: Annotated[float, typer.Option(min=0.0, metavar="W", help="count-based novelty bonus W/(count+1) of "
+                                           "logit on the training games")] = 0.0,
     train_steps: Annotated[int, typer.Option(min=0, help="learner gradient steps per epoch (>= 1 unless "
                                                          "--no-train)")] = 20,
     batch_size: Annotated[int, typer.Option(min=0, help="learner batch size (0 = learner.batch_size)")] = 0,
@@ -63,7 +67,8 @@ def train(
     params = TrainingParams(  # plain strings in the workflow's input, "" where an option is not given
         envs=list(map(located, env)), epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
         simulations=simulations, search_algorithm=search_algorithm.value if search_algorithm else "",
-        max_steps=max_steps, train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed,
+        max_steps=max_steps, explore_epsilon=explore_epsilon, novelty_weight=novelty,
+        train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed,
         eval_fold=eval_fold.value, tune=tune.value if tune else "", es_population=es_population, train=not no_train,
         evaluate_start=eval_start, demos=demos, imitation_steps=imitation_steps, online_fraction=online_fraction,
         eval_agent=eval_agent.value if eval_agent else "", start_policy=policy, keep_best=keep_best)

@@ -221,12 +221,13 @@ async def test_es_candidates_share_tasks_and_the_mean_moves_to_the_fitter(env: W
 async def test_bad_parameters_fail_the_workflow_naming_them(env: WorkflowEnvironment) -> None:
     fake = Training(by_seed)
     async with worker(env, fake.all()) as queue:
-        handle = await start(env, queue, params(epochs=0, tune="cma"))
+        handle = await start(env, queue, params(epochs=0, tune="cma", explore_epsilon=1.5))
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
     cause = failure.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidArgument" and cause.non_retryable
     assert "epochs must be >= 1" in cause.message and "tune must be one of" in cause.message
+    assert "explore_epsilon must be in [0, 1] (got 1.5)" in cause.message
     assert not fake.attempts
 
 
@@ -256,3 +257,12 @@ async def test_a_worse_theta_does_not_serve_and_the_next_update_starts_from_the_
             assert [s for _, s in serving] == ["v000000", "v000001", "v000002", "v000003"]
             assert froms == played == ["v000000", "v000001", "v000002"]
         assert result.policy_version == "v000003"
+
+
+async def test_exploration_is_asked_for_on_the_training_games_only(env: WorkflowEnvironment) -> None:
+    fake = Training(by_seed)
+    async with worker(env, fake.all()) as queue:
+        await (await start(env, queue, params(explore_epsilon=0.2, novelty_weight=0.5))).result()
+    folds = {t.fold: t.search for t in fake.attempts}
+    assert folds["train"] == {"explore_epsilon": 0.2, "novelty_weight": 0.5}
+    assert folds["dev"] == {}  # the held-out games measure θ as it serves

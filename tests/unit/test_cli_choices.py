@@ -27,6 +27,15 @@ def test_each_choice_mirrors_what_its_consumer_accepts() -> None:
     assert ("", *cli_choices.EvalAgent) == EVAL_AGENTS
 
 
+def test_the_exploration_switches_set_only_what_is_given() -> None:
+    on, off = cli_choices.MemorySwitch.ON, cli_choices.MemorySwitch.OFF
+    assert cli_choices.exploration_config(None, None, None, 0.0) == {}  # the planner's settings
+    assert cli_choices.exploration_config(0.1, 0.5, on, 0.0) == {"explore_epsilon": 0.1, "novelty_weight": 0.5,
+                                                                 "memory_weight": 1.0}
+    assert cli_choices.exploration_config(None, None, on, 0.3) == {"memory_weight": 0.3}  # the setting's own weight
+    assert cli_choices.exploration_config(0.0, None, off, 0.3) == {"explore_epsilon": 0.0, "memory_weight": 0.0}
+
+
 def test_comma_separated_options_parse_to_their_items_in_order_without_repeats() -> None:
     assert cli_choices.numbers(least=0)(" 2, 0,1 ") == [2, 0, 1]
     assert cli_choices.agents("policy,random,policy") == [AgentKind.POLICY, AgentKind.RANDOM]

@@ -28,6 +28,7 @@ class EpisodeOutcome:
     error: str = ""  # the status of an episode the services could not finish (counted as lost, score 0)
     episode_id: str = ""  # `evoskill trace --episode <id>` shows where its time went
     trace_id: str = ""  # its OpenTelemetry trace ("" = tracing off): `evoskill trace <id>`, Jaeger
+    explored: dict[str, int] = field(default_factory=dict)  # exploratory steps by reason (core/exploration.py)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class EvalReport:
             "mean_steps": statistics.fmean(e.steps for e in self.episodes) if self.episodes else 0.0,
             "planner_share": self.planner_share,
             "errors": sum(bool(e.error) for e in self.episodes),
+            "explored_steps": sum(sum(e.explored.values()) for e in self.episodes),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings, "budget": self.budget,
             "seeds": self.seeds, "interrupted": self.interrupted,
         }
@@ -85,17 +87,21 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
     async with channel(pick(settings.endpoint("planner")), settings.grpc) as ch:  # a planner replica per episode
         stub = planner_pb2_grpc.PlannerServiceStub(ch)
         actions: list[str] = []
+        explored: dict[str, int] = {}
         last = planner_pb2.EpisodeUpdate()
         async for update in stub.PlayEpisode(request, timeout=3600):
             if update.action:
                 actions.append(update.action)
+            if update.exploration:
+                explored[update.exploration] = explored.get(update.exploration, 0) + 1
             last = update
             if on_update is not None:
                 on_update(update)
     obs = last.observation
     return EpisodeOutcome(request.seed, obs.won, obs.score, last.env_steps, len(actions), last.total_reward, actions,
                           seconds=last.seconds, planner_seconds=last.planner_seconds,
-                          episode_id=last.episode_id or request.episode_id, trace_id=last.trace_id)
+                          episode_id=last.episode_id or request.episode_id, trace_id=last.trace_id,
+                          explored=explored)
 
 
 @asynccontextmanager

@@ -145,6 +145,7 @@ class Decision:
     value: float = math.nan  # its value of the state: the search's root value, θ's own without search
     stepped: Any = None  # the sandbox's StepReply where deciding took the step (the environment judged it)
     llm: LlmUsage | None = None  # what the LLM inside the decision cost, where one was asked
+    exploration: str = ""  # why the action is exploratory (core/exploration.py); "" = the agent's own choice
 
 
 class Agent(Protocol):

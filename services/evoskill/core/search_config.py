@@ -27,7 +27,7 @@ _PLAIN_FIELDS = (
     "batch_size", "virtual_loss", "normalize_q", "max_depth", "seed", "prefetch_children", "noop_penalty",
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
-    "entropy_trigger", "prune_losses", "time_budget_s",
+    "entropy_trigger", "prune_losses", "time_budget_s", "explore_epsilon", "novelty_weight",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -126,6 +126,17 @@ class SearchConfig(BaseModel):
         description="policy+mcts searches a step only where θ is unsure: the root's prior (θ with its advice) has at "
         "least this normalised entropy H/log(n), 0..1; below it, it acts on that prior's argmax as θ alone does, "
         "stepping nothing but the root's children (seed 004 §4.1; 0 = search every step)",
+    )
+    explore_epsilon: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="Each real step, with this probability, a uniformly random candidate replaces the agent's choice "
+        "(ε-greedy on top of the base policy, seed 004 §4; recorded as the step's exploration; 0 = off)",
+    )
+    novelty_weight: float = Field(
+        0.0, ge=0.0,
+        description="Count-based novelty (seed 004 §4.2): a candidate gets weight/(count+1) of logit, count = the "
+        "episode's visits to where it leads, or the times it was taken in this state (θ alone and the search root; "
+        "0 = off)",
     )
     memory_weight: float = Field(
         0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"

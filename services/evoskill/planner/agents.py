@@ -23,10 +23,11 @@ import numpy as np
 
 from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step, listed_forms
 from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.exploration import NOVELTY, UNCERTAIN, novelty_bonus
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
-from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, revisits, theta
+from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, novelty, revisits, theta
 from evoskill.core.search.mcts import SearchOutOfTime
 from evoskill.core.search.model import ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
@@ -216,8 +217,12 @@ class PolicyAgent:
         known_no_op = np.asarray([(here, a) in memory.no_ops for a in actions], dtype=bool)
         if self.config.policy_revisit_penalty and not known_no_op.all():
             charged[known_no_op] = -np.inf  # taken here before and nothing changed: it would change nothing again
-        return Decision(actions[int(np.argmax(charged))], target, state_key=env.nodes[()].state_key,
-                        env_steps=env.env_steps, env_seconds=env.env_seconds, value=float(evaluation.values[0]))
+        chosen, explored = int(np.argmax(charged)), ""
+        if self.config.novelty_weight:
+            novel = int(np.argmax(charged + novelty_bonus(np.asarray(visits), self.config.novelty_weight)))
+            chosen, explored = novel, (NOVELTY if novel != chosen else "")
+        return Decision(actions[chosen], target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
+                        env_seconds=env.env_seconds, value=float(evaluation.values[0]), exploration=explored)
 
 
 @dataclass
@@ -253,13 +258,17 @@ class SearchAgent:
             if self.policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty,
                                            step.memory.times_taken))
+            if config.novelty_weight:
+                env.advice.append(novelty(step.memory.visited.__getitem__, step.memory.times_taken,
+                                          config.novelty_weight))
             decision = self._decide(env, config, late, span)
         log_rejected(env)
         decision.llm = usage if advisor is not None else None
         return decision
 
     def _decide(self, env: SearchModel, config: SearchConfig, late: bool, span: Any) -> Decision:
-        if self.policy is not None and config.entropy_trigger > 0:
+        triggered = self.policy is not None and config.entropy_trigger > 0
+        if triggered:
             sure = self._if_sure(env, config)
             if sure is not None:
                 span.set_attribute("evoskill.simulations", 0)
@@ -276,7 +285,8 @@ class SearchAgent:
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
         chosen = actions[result.action]
         return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
-                        env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value))
+                        env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value),
+                        exploration=UNCERTAIN if triggered else "")
 
     def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
         """The root prior's argmax, unsearched, where θ (with its advice) is sure enough

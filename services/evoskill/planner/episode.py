@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoskill.core.agent import Agent, EpisodeMemory, Step
+from evoskill.core.agent import Agent, AgentKind, EpisodeMemory, Step
 from evoskill.core.episode_record import record_step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.exploration import EpsilonGreedy
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn
@@ -50,6 +51,13 @@ def validate(request: planner_pb2.PlayEpisodeRequest, defaults: SearchConfig) ->
     if request.max_steps < 0:
         raise InvalidInput("max_steps must be >= 0")
     resolve_config(request.config, defaults, 0)
+
+
+def explore(agent: Agent, kind: AgentKind, epsilon: float) -> Agent:
+    """`agent` under ε-greedy exploration where it is asked for (never the gold path or the random baseline)."""
+    if epsilon <= 0 or kind in (AgentKind.DEMO, AgentKind.RANDOM):
+        return agent
+    return EpsilonGreedy(agent, epsilon)
 
 
 def episode_memory(request: planner_pb2.PlayEpisodeRequest) -> EpisodeMemory:
@@ -98,7 +106,8 @@ class EpisodePlayer:
             self.episode = episode_memory(request)
             try:
                 tools = AgentTools(self.sandbox, self.settings, self.score, self.memory, self.llm, self.stop)
-                agent = BUILDERS[kind](tools, request, self.policy, session.gold_path)
+                agent = explore(BUILDERS[kind](tools, request, self.policy, session.gold_path), kind,
+                                resolve_config(request.config, self.settings, 0).explore_epsilon)
                 shadow = (BUILDERS[kind](tools, request, self.shadow_policy, ()) if request.shadow_policy_version
                           else None)
                 yield from self._loop(agent, shadow, session, max_steps, kind.uses_llm)
@@ -129,7 +138,7 @@ class EpisodePlayer:
             self.episode.record(decision.state_key, decision.action, transition.after.text, transition.after.score)
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
             record_step(self.completed, transition, decision.target, score.total, env_steps=cost + 1,
-                        llm=decision.llm)
+                        llm=decision.llm).exploration = decision.exploration
             self.completed.total_reward += score.total
             obs = transition.after
             finished = obs.done or index == max_steps - 1
@@ -138,7 +147,7 @@ class EpisodePlayer:
                 episode_id=self.completed.episode_id, step_index=index, action=decision.action, observation=obs,
                 search=decision.search, finished=finished, total_reward=self.completed.total_reward,
                 env_steps=env_steps, shadow=shadowed, seconds=time.perf_counter() - began, planner_seconds=own,
-                trace_id=self.completed.trace_id, llm=self.completed.llm)
+                trace_id=self.completed.trace_id, llm=self.completed.llm, exploration=decision.exploration)
             if finished:
                 return
         self._finish(obs, env_steps)

@@ -98,6 +98,8 @@ def episode_examples(
             root_value = float(target.root_value)
             if len(target.policy_probs) == n and sum(target.policy_probs) > 0:  # Gumbel: the improved policy
                 visits = np.asarray(target.policy_probs, dtype=np.float32) / np.float32(sum(target.policy_probs))
+        elif step.exploration:
+            continue  # unsearched and explored (e.g. ε's random pick): its action says nothing of what θ should do
         elif taken >= 0:
             visits = np.zeros(n, np.float32)
             visits[taken] = 1.0

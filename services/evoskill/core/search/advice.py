@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from evoskill.core.exploration import novelty_bonus
 from evoskill.core.llm.priors import combine, llm_prior
 from evoskill.core.memory.fusion import memory_bonus
 from evoskill.core.search.types import Evaluation
@@ -84,19 +85,32 @@ def llm_priors(rule: str, weight: float) -> Advice:
     return advise
 
 
+def visit_counts(visits: Callable[[str], int], tried: Callable[[str, str], int]) -> Callable[[SearchModel], np.ndarray]:
+    """Per root candidate, the episode's earlier real visits to where it leads; for an unstepped child, the times
+    the episode took that action in the root's state or just before in a row (`EpisodeMemory.times_taken`)."""
+
+    def counts(model: SearchModel) -> np.ndarray:
+        here = model.nodes[()].state_key
+        return np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else tried(here, a)
+                         for a in model.actions(())], dtype=np.float64)
+
+    return counts
+
+
 def revisits(visits: Callable[[str], int], penalty: float,
              tried: Callable[[str, str], int] = lambda state, action: 0) -> Advice:
     """Each earlier real visit to where a root candidate leads costs `penalty` of logit, as θ alone is
     charged (`search.policy_revisit_penalty`): θ's priors cloned from wandering gold paths otherwise keep
-    search walking between two rooms, one real step after another. An unstepped child is charged for the
-    times the episode took that action in the root's state or just before in a row (`EpisodeMemory.times_taken`)."""
+    search walking between two rooms, one real step after another."""
+    counts = visit_counts(visits, tried)
+    return root_bonus(lambda model: -penalty * counts(model))
 
-    def bonus_at(model: SearchModel) -> np.ndarray:
-        here = model.nodes[()].state_key
-        return -penalty * np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else tried(here, a)
-                                    for a in model.actions(())], dtype=np.float64)
 
-    return root_bonus(bonus_at)
+def novelty(visits: Callable[[str], int], tried: Callable[[str, str], int], weight: float) -> Advice:
+    """Count-based novelty at the root (`search.novelty_weight`): weight/(count+1) of logit per candidate, the
+    counts as `revisits` reads them (core/exploration.py)."""
+    counts = visit_counts(visits, tried)
+    return root_bonus(lambda model: novelty_bonus(counts(model), weight))
 
 
 def with_logit_bonus(logits: np.ndarray | None, bonus: np.ndarray) -> np.ndarray:

@@ -59,7 +59,7 @@ class SearchTarget(_message.Message):
     def __init__(self, actions: _Optional[_Iterable[str]] = ..., visit_probs: _Optional[_Iterable[float]] = ..., q_values: _Optional[_Iterable[float]] = ..., priors: _Optional[_Iterable[float]] = ..., root_value: _Optional[float] = ..., templates: _Optional[_Iterable[str]] = ..., seen: _Optional[_Iterable[bool]] = ..., policy_probs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class EpisodeStep(_message.Message):
-    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure", "env_steps", "llm")
+    __slots__ = ("target", "reward", "index", "action", "observation", "env_reward", "failure", "env_steps", "llm", "exploration")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class EpisodeStep(_message.Message):
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
+    EXPLORATION_FIELD_NUMBER: _ClassVar[int]
     target: SearchTarget
     reward: float
     index: int
@@ -78,7 +79,8 @@ class EpisodeStep(_message.Message):
     failure: _common_pb2.Failure
     env_steps: int
     llm: _common_pb2.LlmUsage
-    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ..., env_steps: _Optional[int] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ...) -> None: ...
+    exploration: str
+    def __init__(self, target: _Optional[_Union[SearchTarget, _Mapping]] = ..., reward: _Optional[float] = ..., index: _Optional[int] = ..., action: _Optional[_Union[_common_pb2.Action, _Mapping]] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., env_reward: _Optional[float] = ..., failure: _Optional[_Union[_common_pb2.Failure, _Mapping]] = ..., env_steps: _Optional[int] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ..., exploration: _Optional[str] = ...) -> None: ...
 
 class EpisodeCompleted(_message.Message):
     __slots__ = ("episode_id", "env_spec", "seed", "fold", "steps", "total_reward", "score", "won", "env_steps", "agent", "policy_version", "initial", "trace_id", "workflow_id", "llm")

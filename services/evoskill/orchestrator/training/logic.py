@@ -36,6 +36,8 @@ class TrainingParams:
     eval_episodes: int = 2
     simulations: int = 16
     search_algorithm: str = ""        # the run's search: one of SEARCH_ALGORITHMS
+    explore_epsilon: float = 0.0      # ε-greedy on the training games (search.explore_epsilon; held-out games: none)
+    novelty_weight: float = 0.0       # count-based novelty bonus on the training games (search.novelty_weight)
     max_steps: int = 20
     train_steps: int = 20
     batch_size: int = 0               # 0 = the learner's learner.batch_size
@@ -79,6 +81,10 @@ def validate(params: TrainingParams) -> list[str]:
         problems.append(f"train_steps must be >= 1 when training (got {params.train_steps})")
     if params.online_fraction is not None and not 0.0 <= params.online_fraction <= 1.0:
         problems.append(f"online_fraction must be in [0, 1] (got {params.online_fraction})")
+    if not 0.0 <= params.explore_epsilon <= 1.0:
+        problems.append(f"explore_epsilon must be in [0, 1] (got {params.explore_epsilon})")
+    if not params.novelty_weight >= 0.0:
+        problems.append(f"novelty_weight must be >= 0 (got {params.novelty_weight})")
     if params.search_algorithm not in SEARCH_ALGORITHMS:
         problems.append(f"search_algorithm must be one of {SEARCH_ALGORITHMS} (got {params.search_algorithm!r})")
     if params.eval_agent not in EVAL_AGENTS:

@@ -252,9 +252,12 @@ class TrainingWorkflow:
     def _task(self, epoch: int, kind: str, index: int, task: Task, fold: str, agent: str,
               search: dict[str, float] | None = None) -> EpisodeTask:
         p = self.params
+        search = dict(search or {})
+        if fold == p.train_fold:  # exploration is for the games θ learns from; the held-out ones measure it
+            search |= {k: v for k, v in (("explore_epsilon", p.explore_epsilon), ("novelty_weight", p.novelty_weight))
+                       if v}
         return EpisodeTask(episode_id(workflow.info().workflow_id, epoch, kind, index), task.env, task.seed, fold,
-                           agent, p.simulations, p.max_steps, self.state.policy_version, search or {},
-                           p.search_algorithm)
+                           agent, p.simulations, p.max_steps, self.state.policy_version, search, p.search_algorithm)
 
     async def _play_all(self, tasks: list[EpisodeTask], count: bool = False) -> list[EpisodeResult]:
         """Play tasks `parallelism` at a time, in order of the list; none starts while paused."""

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchConfig(_message.Message):
-    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions", "widening_alpha", "virtual_loss", "unvisited_parent", "unvisited_value", "normalize_q", "max_depth", "prefetch_children", "noop_penalty", "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions", "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile", "entropy_trigger", "prune_losses", "time_budget_s")
+    __slots__ = ("num_simulations", "c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth", "gamma", "value_mix", "early_stop_fraction", "max_children", "agent", "policy_version", "batch_size", "seed", "widening_k", "hierarchical", "transpositions", "widening_alpha", "virtual_loss", "unvisited_parent", "unvisited_value", "normalize_q", "max_depth", "prefetch_children", "noop_penalty", "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions", "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile", "entropy_trigger", "prune_losses", "time_budget_s", "explore_epsilon", "novelty_weight")
     NUM_SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     C_PUCT_FIELD_NUMBER: _ClassVar[int]
     DIRICHLET_ALPHA_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,8 @@ class SearchConfig(_message.Message):
     ENTROPY_TRIGGER_FIELD_NUMBER: _ClassVar[int]
     PRUNE_LOSSES_FIELD_NUMBER: _ClassVar[int]
     TIME_BUDGET_S_FIELD_NUMBER: _ClassVar[int]
+    EXPLORE_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    NOVELTY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     num_simulations: int
     c_puct: float
     dirichlet_alpha: float
@@ -85,7 +87,9 @@ class SearchConfig(_message.Message):
     entropy_trigger: float
     prune_losses: bool
     time_budget_s: float
-    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ..., widening_alpha: _Optional[float] = ..., virtual_loss: _Optional[float] = ..., unvisited_parent: _Optional[bool] = ..., unvisited_value: _Optional[float] = ..., normalize_q: _Optional[bool] = ..., max_depth: _Optional[int] = ..., prefetch_children: _Optional[int] = ..., noop_penalty: _Optional[float] = ..., revisit_penalty: _Optional[float] = ..., memory_weight: _Optional[float] = ..., memory_limit: _Optional[int] = ..., policy_value_mix: _Optional[float] = ..., algorithm: _Optional[str] = ..., gumbel_max_actions: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ..., gumbel_scale: _Optional[float] = ..., policy_revisit_penalty: _Optional[float] = ..., memory_profile: _Optional[str] = ..., entropy_trigger: _Optional[float] = ..., prune_losses: _Optional[bool] = ..., time_budget_s: _Optional[float] = ...) -> None: ...
+    explore_epsilon: float
+    novelty_weight: float
+    def __init__(self, num_simulations: _Optional[int] = ..., c_puct: _Optional[float] = ..., dirichlet_alpha: _Optional[float] = ..., dirichlet_weight: _Optional[float] = ..., rollout_depth: _Optional[int] = ..., gamma: _Optional[float] = ..., value_mix: _Optional[float] = ..., early_stop_fraction: _Optional[float] = ..., max_children: _Optional[int] = ..., agent: _Optional[str] = ..., policy_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., widening_k: _Optional[float] = ..., hierarchical: _Optional[bool] = ..., transpositions: _Optional[bool] = ..., widening_alpha: _Optional[float] = ..., virtual_loss: _Optional[float] = ..., unvisited_parent: _Optional[bool] = ..., unvisited_value: _Optional[float] = ..., normalize_q: _Optional[bool] = ..., max_depth: _Optional[int] = ..., prefetch_children: _Optional[int] = ..., noop_penalty: _Optional[float] = ..., revisit_penalty: _Optional[float] = ..., memory_weight: _Optional[float] = ..., memory_limit: _Optional[int] = ..., policy_value_mix: _Optional[float] = ..., algorithm: _Optional[str] = ..., gumbel_max_actions: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ..., gumbel_scale: _Optional[float] = ..., policy_revisit_penalty: _Optional[float] = ..., memory_profile: _Optional[str] = ..., entropy_trigger: _Optional[float] = ..., prune_losses: _Optional[bool] = ..., time_budget_s: _Optional[float] = ..., explore_epsilon: _Optional[float] = ..., novelty_weight: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("session_id", "config")
@@ -170,7 +174,7 @@ class ShadowDecision(_message.Message):
     def __init__(self, action: _Optional[str] = ..., valid: _Optional[bool] = ..., value: _Optional[float] = ...) -> None: ...
 
 class EpisodeUpdate(_message.Message):
-    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds", "trace_id", "llm")
+    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds", "trace_id", "llm", "exploration")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +188,7 @@ class EpisodeUpdate(_message.Message):
     PLANNER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
+    EXPLORATION_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     step_index: int
     action: str
@@ -197,4 +202,5 @@ class EpisodeUpdate(_message.Message):
     planner_seconds: float
     trace_id: str
     llm: _common_pb2.LlmUsage
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ..., trace_id: _Optional[str] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ...) -> None: ...
+    exploration: str
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ..., trace_id: _Optional[str] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ..., exploration: _Optional[str] = ...) -> None: ...

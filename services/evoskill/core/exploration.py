@@ -1,0 +1,63 @@
+"""Exploration on top of any agent (seed 004 §4, seed 000 §5.3), each switch off by default and recorded per step.
+
+- ε-greedy (`search.explore_epsilon`): `EpsilonGreedy` wraps an agent; at each real step, with probability ε,
+  a uniformly random candidate of the state replaces the agent's choice. The draw is seeded by the step's
+  seed, so a replayed episode explores where it explored.
+- Count-based novelty (`search.novelty_weight`): `novelty_bonus` gives each candidate weight/(count+1) of logit,
+  count = the episode's visits to where it leads (or, unstepped, the times it was taken there): θ alone adds
+  it to its logits, search to the root's priors (core/search/advice.py).
+- Uncertainty (`search.entropy_trigger`): policy+mcts searches only where θ is unsure (planner/agents.py).
+
+`Decision.exploration` names why a step's action was exploratory (EXPLORATIONS); the runner writes it into the
+step's record (`EpisodeStep.exploration`), so monitoring and the ablations count what was explored, not what
+was configured.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from evoskill.core.agent import Agent, Decision, Step
+
+EPSILON = "epsilon"  # a random candidate replaced the agent's choice
+NOVELTY = "novelty"  # the novelty bonus changed the choice
+UNCERTAIN = "uncertain"  # the step was searched because θ was unsure (entropy trigger)
+EXPLORATIONS = (EPSILON, NOVELTY, UNCERTAIN)
+
+
+def novelty_bonus(counts: np.ndarray, weight: float) -> np.ndarray:
+    """weight / (count + 1) per candidate: a bounded bonus for the less tried (EMPO²'s 1/(n+1))."""
+    return weight / (np.asarray(counts, dtype=np.float64) + 1.0)
+
+
+def explores(seed: int, epsilon: float) -> random.Random | None:
+    """The step's generator when it explores (probability `epsilon`, drawn from the step's seed), else None."""
+    rng = random.Random(f"explore-{seed}")
+    return rng if epsilon > 0 and rng.random() < epsilon else None
+
+
+@dataclass
+class EpsilonGreedy:
+    """`inner`'s decision, except with probability `epsilon` a uniformly random candidate of the state (the
+    decision's target lists the candidates the agent chose among). The step's target stays the agent's, so the
+    learner is still taught what the agent found; only the action acted on changes."""
+
+    inner: Agent
+    epsilon: float
+
+    def act(self, step: Step) -> Decision | None:
+        decision = self.inner.act(step)
+        if decision is None:
+            return None
+        rng = explores(step.seed, self.epsilon)
+        candidates = list(decision.target.actions) or list(step.observation.valid_actions)
+        if rng is None or len(candidates) < 2 or decision.stepped is not None:  # stepped: already acted for real
+            return decision
+        decision.action, decision.exploration = candidates[rng.randrange(len(candidates))], EPSILON
+        return decision
+
+
+__all__ = ["EPSILON", "EXPLORATIONS", "NOVELTY", "UNCERTAIN", "EpsilonGreedy", "explores", "novelty_bonus"]
