@@ -5,6 +5,7 @@ and gRPC speak (mutual) TLS and refuse plaintext."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -97,16 +98,20 @@ async def test_a_service_user_may_use_only_its_own_subjects(stack: Stack) -> Non
     assert 'permissions violation for subscription to "evoskill.policy.published"' in refused
     assert await messages_on(stack, "policy.published") == 0
 
-    # The reward service, with its own user, consumes a step the sandbox's user publishes and scores it.
+    # The reward service, with its own user, consumes a step the sandbox's user publishes and scores it; one
+    # with a NaN reward, from the same authenticated publisher, it dead-letters and never scores.
     before = await messages_on(stack, "reward.scored")
     sandbox = await connect(stack, "sandbox")
     try:
-        step = events_pb2.StepExecuted(transition=common_pb2.Transition(
-            episode_id="auth-e1", action=common_pb2.Action(text="take coin")))
-        await sandbox.jetstream().publish(stack.settings.subject("step.executed"), step.SerializeToString())
+        for episode_id, env_reward in (("auth-nan", math.nan), ("auth-e1", 0.0)):
+            step = events_pb2.StepExecuted(transition=common_pb2.Transition(
+                episode_id=episode_id, action=common_pb2.Action(text="take coin"), env_reward=env_reward))
+            await sandbox.jetstream().publish(stack.settings.subject("step.executed"), step.SerializeToString())
     finally:
         await sandbox.close()
     await until(lambda: _more(stack, "reward.scored", before), "reward.scored published by the reward service")
+    await until(lambda: _more(stack, "dlq.step.executed", 0), "the NaN step dead-lettered by the reward service")
+    assert await messages_on(stack, "reward.scored") == before + 1  # the good step alone
 
 
 async def test_no_secret_is_written_to_disk(stack: Stack) -> None:

@@ -416,6 +416,49 @@ async def test_undecodable_bytes_answer_invalid_argument_on_every_method(edges: 
             assert "cannot decode the request" in (err.details() or ""), method.name
 
 
+def issue_probes() -> list[tuple[str, str, Message, grpc.StatusCode, str]]:
+    """The bad requests the issue's probe sent, each at its service's real edge: (service, method, request,
+    the status, what its message names)."""
+    nan_reward = good(Subjects.STEP_EXECUTED, "nan").transition  # type: ignore[attr-defined]
+    nan_reward.env_reward = math.nan
+    huge_id = good(Subjects.STEP_EXECUTED, "huge").transition  # type: ignore[attr-defined]
+    huge_id.episode_id = "e" * 1_000_000
+    bad_puct = planner_pb2.SearchConfig(agent="mcts", num_simulations=4, c_puct=math.nan)
+    return [
+        ("reward", "Score", reward_pb2.ScoreRequest(transition=nan_reward), grpc.StatusCode.INVALID_ARGUMENT,
+         "transition.env_reward is nan"),  # not a total of nan, nor one republished on reward.scored
+        ("reward", "Score", reward_pb2.ScoreRequest(transition=huge_id), grpc.StatusCode.INVALID_ARGUMENT,
+         "transition.episode_id is 1000000 characters"),
+        ("memory", "Store", memory_pb2.StoreRequest(experiences=[memory_pb2.Experience(
+            goal="coin", state="kitchen", action="look", reward=math.inf)]), grpc.StatusCode.INVALID_ARGUMENT,
+         "experiences[0].reward is inf"),
+        ("planner", "PlayEpisode", planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=1, max_steps=2,
+                                                                  config=bad_puct),
+         grpc.StatusCode.INVALID_ARGUMENT, "config.c_puct is nan"),
+        ("planner", "PlayEpisode", planner_pb2.PlayEpisodeRequest(env_spec="twx:" + "c" * 1_000_000, max_steps=2),
+         grpc.StatusCode.INVALID_ARGUMENT, "env_spec is 1000004 characters"),
+        ("planner", "Search", planner_pb2.SearchRequest(session_id="s-gone", config=planner_pb2.SearchConfig(
+            agent="mcts", num_simulations=4)), grpc.StatusCode.NOT_FOUND, "s-gone"),  # the sandbox's own status
+        ("sandbox", "CreateSession", sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", step_quota=-1),
+         grpc.StatusCode.INVALID_ARGUMENT, "step_quota"),
+        ("sandbox", "CreateSession", sandbox_pb2.CreateSessionRequest(env_spec="x" * 1_000_000),
+         grpc.StatusCode.INVALID_ARGUMENT, "env_spec is 1000000 characters"),
+    ]
+
+
+@pytest.mark.parametrize("probe", range(len(issue_probes())))
+async def test_the_issues_bad_requests_are_refused_naming_the_field_bounded(edges: Edges, probe: int) -> None:
+    service, method, request, code, named = issue_probes()[probe]
+    async with channel(edges.settings.endpoint(service).target) as ch:
+        rpc = ch.unary_stream if method == "PlayEpisode" else ch.unary_unary
+        reply_type = _class(PROTOS[service].methods_by_name[method].output_type)
+        pending = rpc(f"/{PROTOS[service].full_name}/{method}", request_serializer=lambda m: m.SerializeToString(),
+                      response_deserializer=reply_type.FromString)(request)
+        err = await rpc_error(pending.read() if method == "PlayEpisode" else pending)  # type: ignore[union-attr]
+    assert err.code() == code, err.details()
+    assert named in (err.details() or "") and len(err.details() or "") < 1100
+
+
 EVENTS = {Subjects.STEP_EXECUTED: events_pb2.StepExecuted, Subjects.REWARD_SCORED: events_pb2.RewardScored,
           Subjects.EPISODE_COMPLETED: events_pb2.EpisodeCompleted,
           Subjects.POLICY_PUBLISHED: events_pb2.PolicyPublished, Subjects.POLICY_SERVING: events_pb2.PolicyServing}

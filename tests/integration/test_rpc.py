@@ -10,6 +10,7 @@ from collections.abc import Awaitable
 
 import grpc
 import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import InvalidInput, NotFound
@@ -167,3 +168,24 @@ async def test_a_wedged_event_loop_fails_the_health_check_that_liveness_probes_u
 
 async def _not(check: Awaitable[bool]) -> bool:
     return not await check
+
+
+@pytest.mark.parametrize("reflection", [False, True])
+async def test_reflection_is_served_only_when_switched_on(reflection: bool) -> None:
+    """Off by default (it lists and describes every method to anyone who connects): a development aid."""
+    registration = (reward_pb2_grpc.add_RewardServiceServicer_to_server, SlowOrPickyReward(),
+                    "evoskill.reward.v1.RewardService")
+    server = await start_server([registration], "127.0.0.1:0", GrpcSettings(reflection=True) if reflection else None)
+    try:
+        async with channel(f"127.0.0.1:{server.port}") as ch:
+            replies = reflection_pb2_grpc.ServerReflectionStub(ch).ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+            if not reflection:
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await replies.read()
+                assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+                return
+            reply = await replies.read()
+        assert "evoskill.reward.v1.RewardService" in {s.name for s in reply.list_services_response.service}
+    finally:
+        await server.stop()

@@ -6,8 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evoskill.core.errors import InvalidInput, NotFound
+from evoskill.core.limits import MESSAGE_CHARS
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.orchestrator.exploration.activities import choose_baseline
 from evoskill.orchestrator.exploration.logic import (
@@ -24,6 +27,8 @@ from evoskill.orchestrator.exploration.logic import (
     validate,
     watch_decision,
 )
+from evoskill.orchestrator.training.logic import sample_tasks
+from tests.unit.test_training_logic import COUNTS, SECONDS, SEEDS, SPECS, usable_seconds
 
 
 def arm(wins: int, episodes: int, rewards: list[float] | None = None) -> ArmFigures:
@@ -119,6 +124,38 @@ def test_validate_names_bad_fields() -> None:
     for field in ("candidate", "envs", "canary_episodes", "canary_fraction", "alpha", "reward_margin"):
         assert field in text
     assert validate(ExplorationParams(candidate="v000002", envs=["twx:coin"])) == []
+
+
+def test_a_bad_timeout_seed_or_version_is_refused_bounded() -> None:
+    problems = validate(ExplorationParams(candidate="v" * 10**6, envs=["twx:coin"], seed=-1,
+                                          heartbeat_timeout_s=math.nan, episode_timeout_s=-5))
+    text = "; ".join(problems)
+    for name in ("candidate is 1000000 characters", "seed", "heartbeat_timeout_s", "episode_timeout_s"):
+        assert name in text
+    assert len(text) < 1000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.builds(ExplorationParams, candidate=st.sampled_from(["v000002", "", "v" * 300]), envs=SPECS,
+                 shadow_episodes=COUNTS, canary_episodes=COUNTS, canary_fraction=st.floats(0, 1),
+                 watch_episodes=COUNTS, simulations=COUNTS, max_steps=COUNTS, seed=SEEDS,
+                 fold_size=st.one_of(COUNTS, st.just(10**12)), parallelism=COUNTS,
+                 thresholds=st.builds(Thresholds, min_agreement=st.floats(0, 1), max_invalid=COUNTS,
+                                      alpha=st.floats(0, 0.5), success_margin=st.floats(), reward_margin=st.floats(),
+                                      watch_reward_margin=st.one_of(st.none(), st.floats())),
+                 heartbeat_timeout_s=SECONDS, episode_timeout_s=SECONDS))
+def test_any_exploration_input_is_refused_naming_its_field_or_runs(params: ExplorationParams) -> None:
+    """As for training: what passes `validate` never raises in the workflow."""
+    problems = validate(params)
+    if problems:
+        assert all(len(p) < MESSAGE_CHARS for p in problems)
+        return
+    usable_seconds(params.heartbeat_timeout_s, params.episode_timeout_s)
+    assert 0 < sum(canary_arms(params.seed, params.canary_episodes, params.canary_fraction)) < params.canary_episodes
+    assert len(sample_tasks(params.envs, params.seed, 1, params.shadow_episodes, params.fold_size)) == \
+        params.shadow_episodes
+    decision = canary_decision(arm(1, 2), arm(1, 2), params.thresholds)
+    assert decision.reason
 
 
 def test_baseline_is_the_serving_version_else_the_newest_older_one() -> None:

@@ -6,13 +6,18 @@ import io
 import json
 import math
 import random
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from evoskill.core.limits import MESSAGE_CHARS
 from evoskill.orchestrator.training.logic import (
     ES_PARAMS,
     ES_START,
+    MAX_SEED,
     EpisodeResult,
     EpochMetrics,
     TrainingParams,
@@ -112,6 +117,58 @@ def test_validate_names_each_bad_field() -> None:
     assert "es_population" in " ".join(validate(TrainingParams(envs=["x"], tune="es", es_population=3)))
     assert "train_steps" in " ".join(validate(TrainingParams(envs=["x"], train_steps=0)))
     assert validate(TrainingParams(envs=["x"], train_steps=0, train=False)) == []
+
+
+def test_inputs_a_workflow_would_fail_on_late_or_loop_on_are_refused_bounded() -> None:
+    problems = validate(TrainingParams(envs=["twx:coin", "x" * 1_000_000], seed=-1, heartbeat_timeout_s=math.nan,
+                                       episode_timeout_s=0, train_wait_s=math.inf, tune="es", es_sigma=math.nan,
+                                       es_lr=math.inf, start_policy="v" * 5000, eval_agent="y" * 10**6))
+    text = "; ".join(problems)
+    for name in ("envs holds a spec of 1000000 characters", "seed", "heartbeat_timeout_s", "episode_timeout_s",
+                 "train_wait_s", "es_sigma", "es_lr", "start_policy is 5000 characters", "eval_agent"):
+        assert name in text
+    assert len(text) < 2000  # no value echoed whole
+    assert validate(TrainingParams(envs=["twx:coin"], seed=MAX_SEED)) == []
+
+
+# Near-valid inputs (counts usable: the explicit tests cover bad ones), so many pass `validate` and are run;
+# the numbers, seeds and specs anything.
+SECONDS = st.one_of(st.floats(), st.sampled_from([0.0, -1.0, 1.0, 60.0, 1e12]))  # NaN and infinities included
+SPECS = st.lists(st.one_of(st.just("twx:coin"), st.text(max_size=8), st.just("x" * 2000)), min_size=1, max_size=3)
+COUNTS = st.integers(1, 6)
+SEEDS = st.one_of(st.integers(-5, 5), st.sampled_from([MAX_SEED, MAX_SEED + 1, 2**62]))
+
+
+def usable_seconds(*values: float) -> None:
+    """What the workflow makes of its timeouts: a timedelta (which raises on NaN, infinity or overflow)."""
+    for value in values:
+        assert timedelta(seconds=value) > timedelta(0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.builds(TrainingParams, envs=SPECS, epochs=COUNTS, episodes_per_epoch=COUNTS, eval_episodes=COUNTS,
+                 simulations=COUNTS, max_steps=COUNTS, train_steps=COUNTS, parallelism=COUNTS, seed=SEEDS,
+                 fold_size=st.one_of(COUNTS, st.just(10**12)), demos=COUNTS, tune=st.sampled_from(["", "es"]),
+                 es_population=COUNTS, es_sigma=st.floats(), es_lr=st.floats(),
+                 online_fraction=st.one_of(st.none(), st.floats()), heartbeat_timeout_s=SECONDS,
+                 episode_timeout_s=SECONDS, train_wait_s=SECONDS))
+def test_any_training_input_is_refused_naming_its_field_or_runs(params: TrainingParams) -> None:
+    """A workflow's input comes from any Temporal client: one that passes `validate` must never raise in the
+    workflow (a workflow task that raises is retried for ever) nor hand a service a number it refuses."""
+    problems = validate(params)
+    if problems:
+        assert all(len(p) < MESSAGE_CHARS for p in problems)
+        return
+    usable_seconds(params.heartbeat_timeout_s, params.episode_timeout_s, params.train_wait_s + 3600)
+    assert 0 <= params.seed * 1000 + len(stages(params)) < 2**63  # the learner's Train seed, an int64
+    tasks = sample_tasks(params.envs, params.seed, 0, params.episodes_per_epoch, params.fold_size)
+    assert len(tasks) == params.episodes_per_epoch and all(0 <= t.seed < params.fold_size for t in tasks)
+    if params.tune == "es":
+        directions = es_perturbations(params.seed, 0, params.es_population, len(ES_PARAMS))
+        mean = es_update(es_encode(ES_START), directions, list(range(len(directions))), params.es_sigma,
+                         params.es_lr)
+        for z in [mean, *es_candidates(mean, directions, params.es_sigma)]:
+            assert all(math.isfinite(v) for v in es_decode(z).values())
 
 
 def test_summarise() -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from scipy import stats
 
-from evoskill.orchestrator.training.logic import EpisodeResult
+from evoskill.orchestrator.training.logic import EpisodeResult, input_problems
 
 STAGES = ("starting", "shadow", "canary", "promoting", "watch", "rolling back", "done")
 OUTCOMES = ("promoted", "rolled_back", "refused", "aborted")
@@ -60,11 +60,15 @@ class ExplorationParams:
 
 def validate(params: ExplorationParams) -> list[str]:
     """Problems with the parameters, each naming the field; empty when they are usable."""
-    problems = []
+    t = params.thresholds
+    margins = {name: value for name in ("success_margin", "reward_margin", "watch_success_margin",
+                                        "watch_reward_margin") if (value := getattr(t, name)) is not None}
+    problems = input_problems(
+        params.envs, params.seed,
+        {"heartbeat_timeout_s": params.heartbeat_timeout_s, "episode_timeout_s": params.episode_timeout_s},
+        margins, {"candidate": params.candidate, "baseline": params.baseline})
     if not params.candidate:
         problems.append("candidate: give the policy version to try, e.g. v000007")
-    if not params.envs or not all(params.envs):
-        problems.append("envs: give at least one environment spec, e.g. twx:coin")
     for name in ("simulations", "max_steps", "parallelism", "fold_size"):
         if getattr(params, name) < 1:
             problems.append(f"{name} must be >= 1 (got {getattr(params, name)})")
@@ -75,17 +79,12 @@ def validate(params: ExplorationParams) -> list[str]:
         problems.append(f"canary_episodes must be >= 2: each arm needs an episode (got {params.canary_episodes})")
     if not 0.0 < params.canary_fraction < 1.0:
         problems.append(f"canary_fraction must be in (0, 1) (got {params.canary_fraction})")
-    t = params.thresholds
     if not 0.0 <= t.min_agreement <= 1.0:
         problems.append(f"min_agreement must be in [0, 1] (got {t.min_agreement})")
     if t.max_invalid < 0:
         problems.append(f"max_invalid must be >= 0 (got {t.max_invalid})")
     if not 0.0 < t.alpha <= 0.5:
         problems.append(f"alpha must be in (0, 0.5] (got {t.alpha})")
-    for name in ("success_margin", "reward_margin", "watch_success_margin", "watch_reward_margin"):
-        value = getattr(t, name)
-        if value is not None and not math.isfinite(value):
-            problems.append(f"{name} must be a finite number (got {value})")
     stages = params.shadow_episodes + params.canary_episodes + params.watch_episodes
     if stages > params.fold_size:
         problems.append(f"shadow + canary + watch episodes ({stages}) exceed fold_size ({params.fold_size})")

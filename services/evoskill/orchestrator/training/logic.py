@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from evoskill.core import limits
 from evoskill.core.agent import AgentKind
 
 TUNE_MODES = ("", "es")
@@ -26,6 +27,7 @@ SEARCH_ALGORITHMS = ("", "puct", "gumbel")  # "" = the planner's search.algorith
 # Seed 000 §2.3 d: black-box search over the MCTS hyper-parameters, in an unbounded space z.
 ES_PARAMS = ("c_puct", "dirichlet_alpha", "dirichlet_weight", "rollout_depth")
 ES_START = {"c_puct": 1.414, "dirichlet_alpha": 0.3, "dirichlet_weight": 0.25, "rollout_depth": 10.0}
+MAX_SEED = 2**31 - 1  # a workflow's seed: the learner's is derived as seed * 1000 + epoch, within an int64
 
 
 @dataclass
@@ -65,11 +67,43 @@ class TrainingParams:
     metrics_dir: str = ""             # "" = <state_dir>/train/<workflow id> on the worker
 
 
+def input_problems(envs: Sequence[str], seed: int, seconds: dict[str, float], numbers: dict[str, float],
+                   versions: dict[str, str]) -> list[str]:
+    """What a workflow's inputs break of the limits every service edge applies (`core.limits`), each naming
+    the field and echoing a bounded prefix: the environment specs (at least one, each within its length), the
+    seed, timeouts (finite seconds in (0, MAX_WAIT_S]: Temporal's timedelta raises on NaN or infinity, and a
+    workflow task that raises is retried for ever), any other number (finite) and policy versions (ids)."""
+    problems = []
+    if not envs or not all(envs):
+        problems.append("envs: give at least one environment spec, e.g. twx:coin")
+    elif len(envs) > limits.MAX_ITEMS:
+        problems.append(f"envs has {len(envs)} entries, over the limit of {limits.MAX_ITEMS}")
+    elif (longest := max(envs, key=len)) and len(longest) > limits.MAX_SPEC:
+        problems.append(f"envs holds a spec of {len(longest)} characters, over the limit of {limits.MAX_SPEC}: "
+                        f"{limits.shown(longest)}")
+    if not 0 <= seed <= MAX_SEED:
+        problems.append(f"seed must be in [0, {MAX_SEED}] (got {limits.shown(seed)})")
+    for name, value in seconds.items():
+        if not 0 < value <= limits.MAX_WAIT_S:  # NaN compares False
+            problems.append(f"{name} must be a number of seconds in (0, {limits.MAX_WAIT_S:g}] "
+                            f"(got {limits.shown(value)})")
+    for name, number in numbers.items():
+        if not (math.isfinite(number) and abs(number) <= limits.MAX_MAGNITUDE):
+            problems.append(f"{name} must be a finite number (got {limits.shown(number)})")
+    for name, version in versions.items():
+        if len(version) > limits.MAX_ID:
+            problems.append(f"{name} is {len(version)} characters, over the limit of {limits.MAX_ID}: "
+                            f"{limits.shown(version)}")
+    return problems
+
+
 def validate(params: TrainingParams) -> list[str]:
     """Problems with the parameters, each naming the field; empty when they are usable."""
-    problems = []
-    if not params.envs or not all(params.envs):
-        problems.append("envs: give at least one environment spec, e.g. twx:coin")
+    problems = input_problems(
+        params.envs, params.seed,
+        {"heartbeat_timeout_s": params.heartbeat_timeout_s, "episode_timeout_s": params.episode_timeout_s,
+         "train_wait_s": params.train_wait_s},
+        {"es_sigma": params.es_sigma, "es_lr": params.es_lr}, {"start_policy": params.start_policy})
     for name in ("epochs", "episodes_per_epoch", "simulations", "max_steps", "parallelism", "fold_size",
                  "continue_as_new_every"):
         if getattr(params, name) < 1:
@@ -86,11 +120,12 @@ def validate(params: TrainingParams) -> list[str]:
     if not params.novelty_weight >= 0.0:
         problems.append(f"novelty_weight must be >= 0 (got {params.novelty_weight})")
     if params.search_algorithm not in SEARCH_ALGORITHMS:
-        problems.append(f"search_algorithm must be one of {SEARCH_ALGORITHMS} (got {params.search_algorithm!r})")
+        problems.append(f"search_algorithm must be one of {SEARCH_ALGORITHMS} "
+                        f"(got {limits.shown(params.search_algorithm)})")
     if params.eval_agent not in EVAL_AGENTS:
-        problems.append(f"eval_agent must be one of {EVAL_AGENTS} (got {params.eval_agent!r})")
+        problems.append(f"eval_agent must be one of {EVAL_AGENTS} (got {limits.shown(params.eval_agent)})")
     if params.tune not in TUNE_MODES:
-        problems.append(f"tune must be one of {TUNE_MODES} (got {params.tune!r})")
+        problems.append(f"tune must be one of {TUNE_MODES} (got {limits.shown(params.tune)})")
     if params.tune == "es" and (params.es_population < 2 or params.es_population % 2):
         problems.append(f"es_population must be even and >= 2 (got {params.es_population})")
     if params.tune == "es" and params.es_sigma <= 0:
