@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -19,7 +22,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.cli_choices import AgentKind, Fold, LlmModel, LlmUrl, Service
+from evoskill.cli_choices import AgentKind, Fold, LlmModel, LlmUrl, Service, output_file
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
@@ -301,7 +304,7 @@ def solve(
 
     from evoskill.clients.episodes import episode_request, play, services
 
-    env = _located_env(env)
+    env = located_env(env)
     configured = with_llm(Settings(), llm, llm_model)
 
     async def main() -> None:
@@ -333,7 +336,8 @@ def eval_cmd(
     seed_offset: int = 0,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
     parallel: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 1,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", callback=output_file, help="write the report here")]
+    = None,
     llm: LlmUrl = "",
     llm_model: LlmModel = "",
 ) -> None:
@@ -346,12 +350,7 @@ def eval_cmd(
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
     from evoskill.platform.provenance import write_report
 
-    env = _located_env(env)
-    if json_path is not None:  # fail now, not after every episode was played
-        try:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
+    env = located_env(env)
     configured = with_llm(Settings(), llm, llm_model)
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
     written: list[Path] = []
@@ -454,18 +453,41 @@ def with_llm(settings: Settings, url: str, model: str) -> Settings:
     return settings.model_copy(update={"llm": settings.llm.model_copy(update=asked)})
 
 
-def _located_env(env: str) -> str:
-    """`--env` as the services read it (a task file's path made absolute: they run in the state folder); a spec
-    that names no environment is refused before any service is started (the flags' choices and ranges are
-    declared on them)."""
-    from evoskill.envs import EnvSpecError, parse_spec
+def located_env(env: str) -> str:
+    """`--env` as the services read it (a task file's path made absolute: they run in the state folder), once
+    `checked_env` has passed it."""
     from evoskill.envs.spec import located
+
+    checked_env(env)
+    return located(env)
+
+
+def checked_env(env: str) -> None:
+    """A spec that names no environment is refused in one line naming `--env`, before any service is started
+    (the flags' choices and ranges are declared on them)."""
+    from evoskill.envs import EnvSpecError, parse_spec
 
     try:
         parse_spec(env)
     except EnvSpecError as exc:
         _fail(f"--env {env!r}: {exc}", 2)
-    return located(env)
+
+
+def refuse_problems(problems: list[str], command: Callable[..., object], aliases: Mapping[str, str] | None = None,
+                    ) -> None:
+    """A parameter check's problems (each led by the field it names, `validate` of the training and exploration
+    logic) as one line naming the flags a user typed (`--train-steps`, not train_steps) and exit 2; nothing when
+    there are none. `aliases` maps a field to the parameter of `command` that sets it (envs: env)."""
+    if not problems:
+        return
+    flags = {name: "--" + name.replace("_", "-") for name in inspect.signature(command).parameters}
+    flags |= {field: flags[parameter] for field, parameter in (aliases or {}).items()}
+
+    def flagged(problem: str) -> str:
+        field, rest = re.match(r"(\w*)(.*)", problem, re.S).groups()  # type: ignore[union-attr]
+        return flags.get(field, field) + rest
+
+    _fail("; ".join(map(flagged, problems)), 2)
 
 
 def _run_client(main) -> None:  # type: ignore[no-untyped-def]

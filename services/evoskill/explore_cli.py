@@ -34,21 +34,18 @@ def explore(
     workflow_id: Annotated[str | None, typer.Option(help="default: explore-<random>")] = None,
 ) -> None:
     """Try a policy version safely: shadow mode, a canary, then promotion or rollback, and a watch window."""
-    from evoskill.cli import _fail, _run_client, console
+    from evoskill.cli import _fail, _run_client, console, located_env, refuse_problems
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message
-    from evoskill.envs.spec import located
     from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, Thresholds, validate
 
     params = ExplorationParams(
-        candidate=candidate, envs=[located(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
+        candidate=candidate, envs=[located_env(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
         canary_episodes=canary_episodes, canary_fraction=canary_fraction, watch_episodes=watch_episodes,
         simulations=simulations, max_steps=max_steps, seed=seed, fold=fold.value,
         thresholds=Thresholds(min_agreement=min_agreement, success_margin=success_margin,
                               reward_margin=reward_margin, alpha=alpha))
-    problems = validate(params)
-    if problems:
-        _fail("; ".join(problems), 2)
+    refuse_problems(validate(params), explore, {"envs": "env"})
     settings = Settings()
 
     async def main() -> None:

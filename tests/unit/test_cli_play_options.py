@@ -101,3 +101,66 @@ def test_a_usage_mistake_is_one_line_and_exit_2_through_the_real_command() -> No
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], proc.stderr
         assert "--help`" in lines[0] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["train"], ["explore", "--candidate", "v000001"],
+                                     ["demos", "--episodes", "1", "--out", "x.jsonl"]])
+def test_every_command_with_env_refuses_a_bad_spec_before_starting_anything(
+        command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, [*command, "--env", "twx:cokingworld"])
+    assert result.exit_code == 2, result.output
+    assert "--env 'twx:cokingworld': unknown TextWorldExpress game" in result.output
+    assert not (tmp_path / "state").exists()  # no stack was started for it
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["train", *COIN, "--train-steps", "0"], "error: --train-steps must be >= 1 when training (got 0)"),
+    (["train", *COIN, "--tune", "es", "--es-population", "3"], "error: --es-population must be even"),
+    (["train", *COIN, "--episodes-per-epoch", "5000"], "error: --episodes-per-epoch (5000) exceeds"),
+    (["explore", "--candidate", "v000001", *COIN, "--canary-fraction", "1"], "error: --canary-fraction must be in"),
+])
+def test_a_run_parameter_problem_names_the_flag_not_the_field(
+        args: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and result.output.startswith(line), result.output
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("args", [["eval", *COIN, "--json"], ["demos", *COIN, "--episodes", "1", "--out"],
+                                  ["demos", *COIN, "--episodes", "1", "--json"], ["trace", "abc", "--out"],
+                                  ["export", "--format", "sft", "--json"], ["library", "export", "--out"],
+                                  ["library", "train", "--steps", "1", "--json"]])
+def test_an_output_file_whose_folder_cannot_be_made_is_refused_before_any_work(
+        args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, line = through_main([*args, str(blocker / "sub" / "out.json")], monkeypatch, capsys)
+    assert code == 2 and line.startswith(f"error: Invalid value for '{args[-1]}': cannot create its folder "
+                                         f"{blocker / 'sub'}"), line
+    assert not (tmp_path / "state").exists()
+
+
+def through_main(args: list[str], monkeypatch: pytest.MonkeyPatch,
+                 capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The console entry point's exit status and its one line on stderr."""
+    import sys
+
+    from evoskill.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["evoskill", *args])
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return int(stopped.value.code or 0), lines[0]
+
+
+def test_an_output_files_missing_folders_are_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, ["trace", "abc", "--out", str(tmp_path / "new" / "sub" / "t.json")])
+    assert result.exit_code == 1 and "no span files" in result.output  # what follows still says what is missing
+    assert (tmp_path / "new" / "sub").is_dir()
