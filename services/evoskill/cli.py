@@ -284,7 +284,7 @@ def run() -> None:
                 stack.stop()
             console.print("stack stopped")
 
-    raise typer.Exit(asyncio.run(main()))
+    raise typer.Exit(_run_client(main))
 
 
 @app.command()
@@ -490,14 +490,44 @@ def refuse_problems(problems: list[str], command: Callable[..., object], aliases
     _fail("; ".join(map(flagged, problems)), 2)
 
 
-def _run_client(main) -> None:  # type: ignore[no-untyped-def]
-    """Client commands: bad input and unreachable services end in one line, not a traceback."""
+def _run_client(main):  # type: ignore[no-untyped-def]
+    """Client commands: bad input and unreachable services end in one line, not a traceback. SIGTERM (a job's
+    timeout, `kill`) unwinds as Ctrl-C does, so an embedded stack started for the command is stopped and what
+    was played is kept: by default it would end Python at once and leave the stack's processes running."""
     import grpc
 
     from evoskill.stack.supervisor import StackError
 
+    terminated = False
+
+    async def until_terminated() -> object:
+        nonlocal terminated
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+
+        def terminate() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        before = signal.getsignal(signal.SIGTERM)
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+        try:
+            return await main()
+        except asyncio.CancelledError:
+            if not terminated:
+                raise
+            task.uncancel()
+            return None
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, before)  # the loop's removal leaves the default, not what was there
+
     try:
-        asyncio.run(main())
+        result = asyncio.run(until_terminated())
+        if terminated:
+            raise KeyboardInterrupt("SIGTERM")
+        return result  # what `main` returned
     except grpc.aio.AioRpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
     except InvalidInput as exc:

@@ -164,3 +164,33 @@ def test_an_output_files_missing_folders_are_created(tmp_path: Path, monkeypatch
     result = CliRunner().invoke(app, ["trace", "abc", "--out", str(tmp_path / "new" / "sub" / "t.json")])
     assert result.exit_code == 1 and "no span files" in result.output  # what follows still says what is missing
     assert (tmp_path / "new" / "sub").is_dir()
+
+
+def test_sigterm_unwinds_a_client_command_as_ctrl_c_does() -> None:
+    """A job's timeout or `kill` ends a command that started an embedded stack: its `finally` (the stack's stop)
+    runs, the command ends as interrupted, and SIGTERM is Python's own again afterwards."""
+    import asyncio
+    import os
+    import signal
+
+    from evoskill.cli import _run_client
+
+    unwound = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(5)
+        finally:
+            unwound.append("stack stopped")
+
+    def elsewhere(signum: int, frame: object) -> None:  # not the command's: a regression fails, pytest lives
+        unwound.append("SIGTERM reached the handler outside")
+
+    before = signal.signal(signal.SIGTERM, elsewhere)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run_client(main)
+        assert unwound == ["stack stopped"] and signal.getsignal(signal.SIGTERM) == elsewhere
+    finally:
+        signal.signal(signal.SIGTERM, before)
