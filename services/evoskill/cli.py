@@ -68,9 +68,17 @@ def config_cmd(
     table = Table("setting", "in effect", "from", "default", "variable", "meaning")
     for r, entry in zip(rows, entries, strict=True):
         changed = r.value != r.default
-        value = f"[bold]{entry['value']}[/bold]" if changed else str(entry["value"])
-        table.add_row(r.name, value, str(entry["source"]), str(entry["default"]), r.variable, r.meaning)
+        value = _cell(entry["value"])
+        table.add_row(r.name, f"[bold]{value}[/bold]" if changed else value, str(entry["source"]),
+                      _cell(entry["default"]), r.variable, r.meaning)
     Console(width=max(console.width, 220)).print(table)  # never cut a setting's name
+
+
+def _cell(value: object) -> str:
+    """A value in the table as YAML and JSON write it (true, null, ["a"]), not as Python's repr (True, None)."""
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _plain(value: object) -> object:
