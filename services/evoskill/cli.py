@@ -313,10 +313,12 @@ def solve(
     from evoskill.clients.episodes import episode_request, play, services
 
     env = located_env(env)
+    _policy_agent(policy, agent)
     configured = with_llm(Settings(), llm, llm_model)
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
+            await _check_policy(settings, policy)
             table = Table("step", "action", "visits", "reward", "score", title=f"{env} seed {seed} ({agent})")
             with Live(table, console=console, refresh_per_second=8):
                 def show(update) -> None:  # type: ignore[no-untyped-def]
@@ -359,12 +361,14 @@ def eval_cmd(
     from evoskill.platform.provenance import write_report
 
     env = located_env(env)
+    _policy_agent(policy, agent)
     configured = with_llm(Settings(), llm, llm_model)
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
     written: list[Path] = []
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
+            await _check_policy(settings, policy)
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations},
                                  "max_steps": max_steps, "policy": policy},  # what the planner was asked to use
@@ -441,6 +445,25 @@ def envs_cmd() -> None:
 # An answer that means the request was wrong, not that the agent lost: eval exits non-zero. (A session lost
 # mid-episode answers NOT_FOUND: a service failure, counted as a lost episode; if all fail, eval exits 1.)
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
+
+
+def _policy_agent(policy: str, agent: AgentKind) -> None:
+    """`--policy` with an agent that plays no policy would be ignored: one line and exit 2 instead."""
+    if policy and not agent.uses_policy:
+        _fail(f"--policy {policy}: --agent {agent} plays no policy (policy and policy+mcts do)", 2)
+
+
+async def _check_policy(settings: Settings, policy: str) -> None:
+    """`--policy` names a version the learner published, else one line and exit 2 before any episode is played
+    (each would fail the same way)."""
+    from evoskill.clients import episodes
+
+    if not policy:
+        return
+    published = await episodes.published_policies(settings)
+    if policy not in published:
+        listed = ", ".join(published[-5:]) if published else "none yet (`evoskill train` or `library train`)"
+        _fail(f"--policy {policy!r} is not published; the learner has {listed}", 2)
 
 
 def with_llm(settings: Settings, url: str, model: str) -> Settings:

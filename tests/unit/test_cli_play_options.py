@@ -194,3 +194,34 @@ def test_sigterm_unwinds_a_client_command_as_ctrl_c_does() -> None:
         assert unwound == ["stack stopped"] and signal.getsignal(signal.SIGTERM) == elsewhere
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_an_unpublished_policy_is_one_line_before_any_episode_is_played(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The learner stands in here: it has published v000000 and v000001."""
+    import contextlib
+
+    from evoskill.clients import episodes
+
+    played: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def running(settings, say):  # type: ignore[no-untyped-def]
+        yield settings
+
+    async def play(settings, request):  # type: ignore[no-untyped-def]
+        played.append(request.seed)
+
+    async def published(settings):  # type: ignore[no-untyped-def]
+        return ["v000000", "v000001"]
+
+    monkeypatch.setattr(episodes, "services", running)
+    monkeypatch.setattr(episodes, "play", play)
+    monkeypatch.setattr(episodes, "published_policies", published)
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    for command in ("eval", "solve"):
+        code, line = through_main([command, *COIN, "--agent", "policy", "--policy", "v000009"], monkeypatch, capsys)
+        assert (code, line) == (2, "error: --policy 'v000009' is not published; the learner has v000000, v000001")
+    code, line = through_main(["eval", *COIN, "--agent", "mcts", "--policy", "v000001"], monkeypatch, capsys)
+    assert (code, line) == (2, "error: --policy v000001: --agent mcts plays no policy (policy and policy+mcts do)")
+    assert played == []
