@@ -298,7 +298,7 @@ def run() -> None:
 @app.command()
 def solve(
     env: Annotated[str, typer.Option(help="environment spec, e.g. twx:coin or 'twx:cookingworld?numLocations=1'")],
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0, help="the game (with --fold)")] = 0,
     fold: Fold = Fold.TEST,
     simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 64,
     agent: Annotated[AgentKind, typer.Option(help="who plays (demo: the gold path)")] = AgentKind.MCTS,
@@ -343,7 +343,7 @@ def eval_cmd(
     episodes: Annotated[int, typer.Option(min=1)] = 20,
     simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 64,
     max_steps: Annotated[int, typer.Option(min=1)] = 50,
-    seed_offset: int = 0,
+    seed_offset: Annotated[int, typer.Option(min=0, help="the first game's seed (then one more each)")] = 0,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
     parallel: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 1,
     json_path: Annotated[Path | None, typer.Option("--json", callback=output_file, help="write the report here")]

@@ -23,7 +23,7 @@ def explore(
     watch_episodes: Annotated[int, typer.Option(min=0, help="after promotion, played with what serves")] = 2,
     simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 8,
     max_steps: Annotated[int, typer.Option(min=1)] = 10,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
     fold: Annotated[HeldOutFold, typer.Option(help="kept out of the learner's replay")] = HeldOutFold.DEV,
     min_agreement: Annotated[float, typer.Option(min=0.0, max=1.0, help="shadow: agreement needed where the "
                                                                         "baseline won")] = 0.5,

@@ -24,7 +24,7 @@ def train(
                                                          "--no-train)")] = 20,
     batch_size: Annotated[int, typer.Option(min=0, help="learner batch size (0 = learner.batch_size)")] = 0,
     parallelism: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 2,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
     eval_fold: HeldOutFold = HeldOutFold.DEV,
     tune: Annotated[TuneMode | None, typer.Option(help="es: evolve c_puct, Dirichlet noise and rollout depth "
                                                        "(default: no tuning)", show_default=False)] = None,

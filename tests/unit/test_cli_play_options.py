@@ -24,6 +24,7 @@ COIN = ["--env", "twx:coin"]
         ([*COIN, "--episodes", "0"], "'--episodes'"),
         ([*COIN, "--episodes", "-3"], "'--episodes'"),
         ([*COIN, "--parallel", "0"], "'--parallel'"),
+        ([*COIN, "--seed-offset", "-5"], "'--seed-offset'"),
     ],
 )
 def test_eval_refuses_bad_options(args: list[str], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,6 +39,17 @@ def test_solve_refuses_bad_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
     result = CliRunner().invoke(app, ["solve", *COIN, "--agent", "randum"])
     assert result.exit_code == 2 and "'--agent'" in result.output
+
+
+@pytest.mark.parametrize("args", [["solve", *COIN], ["train", *COIN], ["explore", "--candidate", "v000001", *COIN],
+                                  ["library", "train", "--steps", "1"]])
+def test_a_negative_seed_is_refused_before_starting_anything(
+        args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    code, line = through_main([*args, "--seed", "-1"], monkeypatch, capsys)
+    assert code == 2, line
+    assert line.startswith("error: Invalid value for '--seed': Input should be greater than or equal to 0"), line
+    assert not (tmp_path / "state").exists()
 
 
 def test_eval_json_folder_that_cannot_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -178,7 +178,7 @@ def train_cmd(
     batch_size: Annotated[int, typer.Option(min=0, help="0 = learner.batch_size")] = 0,
     online_fraction: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of each batch from online "
                                                           "experience (default learner.online_fraction)")] = None,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
     json_path: Annotated[Path | None, typer.Option("--json", callback=output_file,
                                                    help="write the reply (version, losses) here")] = None,
 ) -> None:
