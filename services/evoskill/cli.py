@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +32,7 @@ from evoskill.cli_choices import (
     Novelty,
     Service,
     exploration_config,
+    output_file,
 )
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
@@ -75,9 +79,17 @@ def config_cmd(
     table = Table("setting", "in effect", "from", "default", "variable", "meaning")
     for r, entry in zip(rows, entries, strict=True):
         changed = r.value != r.default
-        value = f"[bold]{entry['value']}[/bold]" if changed else str(entry["value"])
-        table.add_row(r.name, value, str(entry["source"]), str(entry["default"]), r.variable, r.meaning)
+        value = _cell(entry["value"])
+        table.add_row(r.name, f"[bold]{value}[/bold]" if changed else value, str(entry["source"]),
+                      _cell(entry["default"]), r.variable, r.meaning)
     Console(width=max(console.width, 220)).print(table)  # never cut a setting's name
+
+
+def _cell(value: object) -> str:
+    """A value in the table as YAML and JSON write it (true, null, ["a"]), not as Python's repr (True, None)."""
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _plain(value: object) -> object:
@@ -291,13 +303,13 @@ def run() -> None:
                 stack.stop()
             console.print("stack stopped")
 
-    raise typer.Exit(asyncio.run(main()))
+    raise typer.Exit(_run_client(main))
 
 
 @app.command()
 def solve(
     env: Annotated[str, typer.Option(help="environment spec, e.g. twx:coin or 'twx:cookingworld?numLocations=1'")],
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0, help="the game (with --fold)")] = 0,
     fold: Fold = Fold.TEST,
     simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 64,
     agent: Annotated[AgentKind, typer.Option(help="who plays (demo: the gold path)")] = AgentKind.MCTS,
@@ -314,11 +326,13 @@ def solve(
 
     from evoskill.clients.episodes import episode_request, play, services
 
-    env = _located_env(env)
+    env = located_env(env)
+    _policy_agent(policy, agent)
     configured = with_llm(Settings(), llm, llm_model)
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
+            await _check_policy(settings, policy)
             table = Table("step", "action", "visits", "reward", "score", title=f"{env} seed {seed} ({agent})")
             with Live(table, console=console, refresh_per_second=8):
                 def show(update) -> None:  # type: ignore[no-untyped-def]
@@ -345,10 +359,11 @@ def eval_cmd(
     episodes: Annotated[int, typer.Option(min=1)] = 20,
     simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 64,
     max_steps: Annotated[int, typer.Option(min=1)] = 50,
-    seed_offset: int = 0,
+    seed_offset: Annotated[int, typer.Option(min=0, help="the first game's seed (then one more each)")] = 0,
     policy: Annotated[str, typer.Option(help="θ version for the policy agents (empty = the serving one)")] = "",
     parallel: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 1,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", callback=output_file, help="write the report here")]
+    = None,
     llm: LlmUrl = "",
     llm_model: LlmModel = "",
     explore_epsilon: ExploreEpsilon = None,
@@ -364,18 +379,15 @@ def eval_cmd(
     from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
     from evoskill.platform.provenance import write_report
 
-    env = _located_env(env)
-    if json_path is not None:  # fail now, not after every episode was played
-        try:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            _fail(f"--json {json_path}: cannot create its folder ({exc.strerror})", 2)
+    env = located_env(env)
+    _policy_agent(policy, agent)
     configured = with_llm(Settings(), llm, llm_model)
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
     written: list[Path] = []
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
+            await _check_policy(settings, policy)
             switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight)
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations, **switches},
@@ -455,6 +467,25 @@ def envs_cmd() -> None:
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
+def _policy_agent(policy: str, agent: AgentKind) -> None:
+    """`--policy` with an agent that plays no policy would be ignored: one line and exit 2 instead."""
+    if policy and not agent.uses_policy:
+        _fail(f"--policy {policy}: --agent {agent} plays no policy (policy and policy+mcts do)", 2)
+
+
+async def _check_policy(settings: Settings, policy: str) -> None:
+    """`--policy` names a version the learner published, else one line and exit 2 before any episode is played
+    (each would fail the same way)."""
+    from evoskill.clients import episodes
+
+    if not policy:
+        return
+    published = await episodes.published_policies(settings)
+    if policy not in published:
+        listed = ", ".join(published[-5:]) if published else "none yet (`evoskill train` or `library train`)"
+        _fail(f"--policy {policy!r} is not published; the learner has {listed}", 2)
+
+
 def with_llm(settings: Settings, url: str, model: str) -> Settings:
     """`settings` with `--llm` and `--llm-model` as llm.base_url and llm.model. A running stack's planner keeps the
     LLM it was started with: one asked for that is not that one is refused in one line."""
@@ -473,28 +504,81 @@ def with_llm(settings: Settings, url: str, model: str) -> Settings:
     return settings.model_copy(update={"llm": settings.llm.model_copy(update=asked)})
 
 
-def _located_env(env: str) -> str:
-    """`--env` as the services read it (a task file's path made absolute: they run in the state folder); a spec
-    that names no environment is refused before any service is started (the flags' choices and ranges are
-    declared on them)."""
-    from evoskill.envs import EnvSpecError, parse_spec
+def located_env(env: str) -> str:
+    """`--env` as the services read it (a task file's path made absolute: they run in the state folder), once
+    `checked_env` has passed it."""
     from evoskill.envs.spec import located
+
+    checked_env(env)
+    return located(env)
+
+
+def checked_env(env: str) -> None:
+    """A spec that names no environment is refused in one line naming `--env`, before any service is started
+    (the flags' choices and ranges are declared on them)."""
+    from evoskill.envs import EnvSpecError, parse_spec
 
     try:
         parse_spec(env)
     except EnvSpecError as exc:
         _fail(f"--env {env!r}: {exc}", 2)
-    return located(env)
 
 
-def _run_client(main) -> None:  # type: ignore[no-untyped-def]
-    """Client commands: bad input and unreachable services end in one line, not a traceback."""
+def refuse_problems(problems: list[str], command: Callable[..., object], aliases: Mapping[str, str] | None = None,
+                    ) -> None:
+    """A parameter check's problems (each led by the field it names, `validate` of the training and exploration
+    logic) as one line naming the flags a user typed (`--train-steps`, not train_steps) and exit 2; nothing when
+    there are none. `aliases` maps a field to the parameter of `command` that sets it (envs: env)."""
+    if not problems:
+        return
+    flags = {name: "--" + name.replace("_", "-") for name in inspect.signature(command).parameters}
+    flags |= {field: flags[parameter] for field, parameter in (aliases or {}).items()}
+
+    def flagged(problem: str) -> str:
+        field, rest = re.match(r"(\w*)(.*)", problem, re.S).groups()  # type: ignore[union-attr]
+        return flags.get(field, field) + rest
+
+    _fail("; ".join(map(flagged, problems)), 2)
+
+
+def _run_client(main):  # type: ignore[no-untyped-def]
+    """Client commands: bad input and unreachable services end in one line, not a traceback. SIGTERM (a job's
+    timeout, `kill`) unwinds as Ctrl-C does, so an embedded stack started for the command is stopped and what
+    was played is kept: by default it would end Python at once and leave the stack's processes running."""
     import grpc
 
     from evoskill.stack.supervisor import StackError
 
+    terminated = False
+
+    async def until_terminated() -> object:
+        nonlocal terminated
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+
+        def terminate() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        before = signal.getsignal(signal.SIGTERM)
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+        try:
+            return await main()
+        except asyncio.CancelledError:
+            if not terminated:
+                raise
+            task.uncancel()
+            return None
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, before)  # the loop's removal leaves the default, not what was there
+
     try:
-        asyncio.run(main())
+        result = asyncio.run(until_terminated())
+        if terminated:
+            raise KeyboardInterrupt("SIGTERM")
+        return result  # what `main` returned
     except grpc.aio.AioRpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
     except InvalidInput as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -149,6 +150,18 @@ def llm_url(value: str) -> str:
     return value
 
 
+def output_file(path: Path | None) -> Path | None:
+    """typer's `callback=` for an option naming a file to write: its folder is created while the command line is
+    read, so a run never ends by failing to write what it did; one that cannot be is a usage error naming the
+    flag (exit 2)."""
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot create its folder {path.parent} ({exc.strerror})") from None
+    return path
+
+
 # `evoskill solve|eval|train`: the LLM of that run's planner (cli.with_llm).
 LlmUrl = Annotated[str, typer.Option(
     "--llm", parser=llm_url, metavar="URL",
@@ -191,4 +204,5 @@ engines = _members(Engine, Engines)
 
 __all__ = ["AgentKind", "Agents", "Engine", "Engines", "EvalAgent", "ExploreEpsilon", "ExportFold", "ExportFormat",
            "Fold", "HeldOutFold", "LlmModel", "LlmUrl", "Memory", "MemorySwitch", "Novelty", "Numbers",
-           "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "exploration_config", "llm_url", "numbers"]
+           "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "exploration_config", "llm_url", "numbers",
+           "output_file"]

@@ -23,7 +23,7 @@ def explore(
     watch_episodes: Annotated[int, typer.Option(min=0, help="after promotion, played with what serves")] = 2,
     simulations: Annotated[int, typer.Option(min=1, help="MCTS simulations per step")] = 8,
     max_steps: Annotated[int, typer.Option(min=1)] = 10,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
     fold: Annotated[HeldOutFold, typer.Option(help="kept out of the learner's replay")] = HeldOutFold.DEV,
     min_agreement: Annotated[float, typer.Option(min=0.0, max=1.0, help="shadow: agreement needed where the "
                                                                         "baseline won")] = 0.5,
@@ -34,21 +34,18 @@ def explore(
     workflow_id: Annotated[str | None, typer.Option(help="default: explore-<random>")] = None,
 ) -> None:
     """Try a policy version safely: shadow mode, a canary, then promotion or rollback, and a watch window."""
-    from evoskill.cli import _fail, _run_client, console
+    from evoskill.cli import _fail, _run_client, console, located_env, refuse_problems
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message
-    from evoskill.envs.spec import located
     from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, Thresholds, validate
 
     params = ExplorationParams(
-        candidate=candidate, envs=[located(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
+        candidate=candidate, envs=[located_env(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
         canary_episodes=canary_episodes, canary_fraction=canary_fraction, watch_episodes=watch_episodes,
         simulations=simulations, max_steps=max_steps, seed=seed, fold=fold.value,
         thresholds=Thresholds(min_agreement=min_agreement, success_margin=success_margin,
                               reward_margin=reward_margin, alpha=alpha))
-    problems = validate(params)
-    if problems:
-        _fail("; ".join(problems), 2)
+    refuse_problems(validate(params), explore, {"envs": "env"})
     settings = Settings()
 
     async def main() -> None:

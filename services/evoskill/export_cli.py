@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from evoskill.cli_choices import ExportFold, ExportFormat
+from evoskill.cli_choices import ExportFold, ExportFormat, output_file
 from evoskill.platform.config import Settings
 
 if TYPE_CHECKING:  # the conversion (and torch, through core/learn) is imported when the command runs
@@ -79,7 +79,7 @@ def export(
     format_: Annotated[ExportFormat, typer.Option("--format", help="sft (state → chosen action) or preference "
                                                                    "(chosen vs rejected by the search's Q)")],
     json_path: Annotated[Path | None, typer.Option("--json", help="write the JSONL here (default: standard output)",
-                                                   dir_okay=False)] = None,
+                                                   dir_okay=False, callback=output_file)] = None,
     source: Annotated[Path | None, typer.Option("--from", help="a library JSONL file (docs/library.md) instead of "
                                                 "the learner's replay", exists=True, dir_okay=False)] = None,
     won_only: Annotated[bool | None, typer.Option("--won-only/--all-episodes", help="only won episodes (default: "

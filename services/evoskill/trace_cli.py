@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.tree import Tree
 
+from evoskill.cli_choices import output_file
 from evoskill.platform.config import Settings
 
 
@@ -16,7 +17,8 @@ def trace(
     trace_id: Annotated[str, typer.Argument(help="trace id (32 hex digits); empty with --episode")] = "",
     episode: Annotated[str, typer.Option(help="the trace of this episode id (the span attribute "
                                               "evoskill.episode_id)")] = "",
-    out: Annotated[Path | None, typer.Option(help="default: <trace dir>/trace-<trace id>.json")] = None,
+    out: Annotated[Path | None, typer.Option(callback=output_file, help="default: <trace dir>/trace-<trace id>.json")]
+    = None,
 ) -> None:
     """Show one trace from the span files of `telemetry.trace_dir` (default <state>/traces) and write it as one
     OTLP/JSON file."""

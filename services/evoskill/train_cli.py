@@ -28,7 +28,7 @@ def train(
                                                          "--no-train)")] = 20,
     batch_size: Annotated[int, typer.Option(min=0, help="learner batch size (0 = learner.batch_size)")] = 0,
     parallelism: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 2,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
     eval_fold: HeldOutFold = HeldOutFold.DEV,
     tune: Annotated[TuneMode | None, typer.Option(help="es: evolve c_puct, Dirichlet noise and rollout depth "
                                                        "(default: no tuning)", show_default=False)] = None,
@@ -58,23 +58,21 @@ def train(
     llm_model: LlmModel = "",
 ) -> None:
     """Train θ through the Temporal TrainingWorkflow: play, train, evaluate, per epoch; curves and a table."""
-    from evoskill.cli import _fail, _run_client, console, with_llm
+    from evoskill.cli import _fail, _run_client, console, located_env, refuse_problems, with_llm
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message, run_training
-    from evoskill.envs.spec import located  # a task file's path made absolute: services run in the state folder
     from evoskill.orchestrator.training.logic import TrainingParams, validate
 
     params = TrainingParams(  # plain strings in the workflow's input, "" where an option is not given
-        envs=list(map(located, env)), epochs=epochs, episodes_per_epoch=episodes_per_epoch, eval_episodes=eval_episodes,
-        simulations=simulations, search_algorithm=search_algorithm.value if search_algorithm else "",
-        max_steps=max_steps, explore_epsilon=explore_epsilon, novelty_weight=novelty,
+        envs=list(map(located_env, env)), epochs=epochs, episodes_per_epoch=episodes_per_epoch,
+        eval_episodes=eval_episodes, simulations=simulations,
+        search_algorithm=search_algorithm.value if search_algorithm else "", max_steps=max_steps,
+        explore_epsilon=explore_epsilon, novelty_weight=novelty,
         train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed,
         eval_fold=eval_fold.value, tune=tune.value if tune else "", es_population=es_population, train=not no_train,
         evaluate_start=eval_start, demos=demos, imitation_steps=imitation_steps, online_fraction=online_fraction,
         eval_agent=eval_agent.value if eval_agent else "", start_policy=policy, keep_best=keep_best)
-    problems = validate(params)
-    if problems:
-        _fail("; ".join(problems), 2)
+    refuse_problems(validate(params), train, {"envs": "env", "start_policy": "policy", "evaluate_start": "eval_start"})
     settings = with_llm(Settings(), llm, llm_model)
     if detach:
         from evoskill.runs_cli import detach as start_detached

@@ -92,13 +92,17 @@ async def test_a_taken_port_is_refused_with_one_line(tmp_path: Path) -> None:
         result = cli(env_of(settings), "up")
     assert result.returncode == 1
     assert f"port {taken}" in result.stderr and "Traceback" not in result.stderr
+    assert "(nats.port, EVOSKILL_NATS__PORT)" in result.stderr and "set another" in result.stderr  # which setting
+    assert not (settings.state_dir / "stack.lock").exists()  # a refused `up` leaves no lock behind
 
 
 async def test_two_components_on_one_port_are_refused(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     port = settings.reward_endpoint.port
     settings = settings.model_copy(update={"orchestrator_endpoint": settings.reward_endpoint})
-    with pytest.raises(StackError, match=f"port {port} is set for both reward and orchestrator"):
+    with pytest.raises(StackError, match=rf"port {port} is set for both reward \(reward_endpoint.port, "
+                       r"EVOSKILL_REWARD_ENDPOINT__PORT\) and orchestrator \(orchestrator_endpoint.port, "
+                       r"EVOSKILL_ORCHESTRATOR_ENDPOINT__PORT\)"):
         await Stack(settings).start()
 
 

@@ -118,8 +118,12 @@ def test_memory_profiles_extend_the_builtin_and_the_default_must_be_one(tmp_path
         ("", "EVOSKILL_SERCH__C_PUCT=1", "EVOSKILL_SERCH__C_PUCT is not a setting; did you mean search "
          "(EVOSKILL_SEARCH__…)?"),
         ("serch:\n  c_puct: 1\n", "", "'serch' is not a setting; did you mean search (EVOSKILL_SEARCH__…)?"),
-        ("search:\n  c_pcut: 1\n", "", "search.c_pcut (EVOSKILL_SEARCH__C_PCUT) is not a setting; did you mean "
-         "search.c_puct (EVOSKILL_SEARCH__C_PUCT)?"),
+        ("search:\n  c_pcut: 1\n", "", "search.c_pcut (in EVOSKILL_CONFIG_FILE={file}) is not a setting; did you "
+         "mean search.c_puct (EVOSKILL_SEARCH__C_PUCT)?"),
+        ("search:\n  c_puct: abc\n", "", "setting search.c_puct (in EVOSKILL_CONFIG_FILE={file}): Input should be a "
+         "valid number, unable to parse string as a number (got 'abc')"),
+        ("search:\n  c_puct: 1\n", "EVOSKILL_SEARCH__C_PUCT=abc", "setting search.c_puct (EVOSKILL_SEARCH__C_PUCT): "
+         "Input should be a valid number, unable to parse string as a number (got 'abc')"),
         ("", "EVOSKILL_LEARNER__HIDEN=8", "did you mean learner.hidden (EVOSKILL_LEARNER__HIDDEN)?"),
     ],
 )
@@ -136,7 +140,7 @@ def test_cli_refuses_a_misspelt_key_in_a_file_or_the_environment_with_a_suggesti
                           timeout=120, check=False, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("error: ") and line.endswith(says)
+    assert line.startswith("error: ") and line.endswith(says.format(file=tmp_path / "evoskill.yaml"))
 
 
 def test_variables_that_are_no_settings_group_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,8 +166,13 @@ def test_config_says_where_each_value_came_from_as_yaml_json_or_a_table(tmp_path
         assert (rows["search.gamma"]["value"], rows["search.gamma"]["source"]) == (0.8, "environment")
         assert rows["learner.lr"]["source"] == "default"
         assert rows["search.gamma"]["variable"] == "EVOSKILL_SEARCH__GAMMA"
-    line = next(ln for ln in config().splitlines() if "search.c_puct" in ln)
+    table = config().splitlines()
+    line = next(ln for ln in table if "search.c_puct" in ln)
     assert "3.0" in line and "file" in line and "EVOSKILL_SEARCH__C_PUCT" in line
+    cells = [c.strip() for c in next(ln for ln in table if " nats.auth " in ln).split("│")]
+    assert cells[2:5] == ["true", "default", "true"]  # as a settings file writes it, not Python's True
+    cells = [c.strip() for c in next(ln for ln in table if " sandbox.textworld_cache_dir " in ln).split("│")]
+    assert cells[2:5] == ["null", "default", "null"]
     bad = subprocess.run([sys.executable, "-m", "evoskill", "config", "--format", "xml"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "xml" in bad.stderr

@@ -282,7 +282,8 @@ def test_train_command_refuses_bad_parameters_in_one_line() -> None:
     result = CliRunner().invoke(app, ["train", "--env", "twx:coin", "--train-steps", "0", "--tune", "es",
                                       "--es-population", "3"])
     assert result.exit_code == 2
-    assert "train_steps must be >= 1 when training" in result.output and "es_population must be even" in result.output
+    assert "--train-steps must be >= 1 when training" in result.output  # the flag, not the field
+    assert "--es-population must be even" in result.output
     assert "Traceback" not in result.output
     # What a flag declares (a range, a choice) click refuses before the parameters are built.
     for args, named in ((["--epochs", "0"], "'--epochs'"), (["--tune", "cma"], "'--tune'")):

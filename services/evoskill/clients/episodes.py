@@ -104,6 +104,15 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
                           explored=explored)
 
 
+async def published_policies(settings: Settings) -> list[str]:
+    """The policy versions the learner has published, oldest first (what a planner can be asked to play)."""
+    from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
+
+    async with channel(settings.endpoint("learner").target, settings.grpc) as ch:
+        reply = await learner_pb2_grpc.LearnerServiceStub(ch).ListPolicies(learner_pb2.ListPoliciesRequest())
+    return [p.version for p in reply.policies]
+
+
 @asynccontextmanager
 async def services(settings: Settings, say: Callable[[str], None]) -> AsyncIterator[Settings]:
     """Use the running stack (waiting while its supervisor restarts a service), else bring the embedded one up

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from evoskill.cli_choices import Fold
+from evoskill.cli_choices import Fold, output_file
 from evoskill.events.v1 import events_pb2
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
@@ -68,27 +68,25 @@ def demos(
     fold: Fold = Fold.TRAIN,
     start_seed: Annotated[int, typer.Option(min=0)] = 0,
     workers: Annotated[int, typer.Option(min=1, help="worker processes, one environment each")] = 2,
-    out: Annotated[Path | None, typer.Option(help="write the episodes here as JSONL (docs/library.md)")] = None,
+    out: Annotated[Path | None, typer.Option(callback=output_file,
+                                             help="write the episodes here as JSONL (docs/library.md)")] = None,
     to_learner: Annotated[bool, typer.Option("--to-learner", help="store them in the stack's offline library")] = False,
     seen: Annotated[bool, typer.Option(help="mark candidates leading back to a visited state (steps every child)")]
     = True,
     max_steps: Annotated[int, typer.Option(min=1, help="gold-path steps per episode at most")] = 1000,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the throughput here")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", callback=output_file, help="write the throughput here")]
+    = None,
 ) -> None:
     """Gold-path demonstrations straight from the environment, in parallel; prints episodes/s and steps/s."""
     from rich.progress import Progress
 
-    from evoskill.cli import _fail, _run_client, console
-    from evoskill.envs.spec import EnvSpecError, parse_spec
+    from evoskill.cli import _fail, _run_client, checked_env, console
     from evoskill.library.generate import Throughput, generate
     from evoskill.library.jsonl import write_jsonl
 
     if out is None and not to_learner:
         _fail("nowhere to put the episodes: give --out FILE.jsonl and/or --to-learner", 2)
-    try:
-        parse_spec(env)
-    except EnvSpecError as exc:
-        _fail(str(exc), 2)
+    checked_env(env)
     settings = Settings()
     tally = Throughput()
     seeds = range(start_seed, start_seed + episodes)
@@ -152,7 +150,7 @@ def import_cmd(
 
 @library_app.command("export")
 def export_cmd(
-    out: Annotated[Path | None, typer.Option(help="default: standard output")] = None,
+    out: Annotated[Path | None, typer.Option(callback=output_file, help="default: standard output")] = None,
     include_online: Annotated[bool, typer.Option(help="the online buffer's episodes too")] = False,
 ) -> None:
     """Write the learner's offline library as JSONL (what `library import` reads)."""
@@ -180,8 +178,9 @@ def train_cmd(
     batch_size: Annotated[int, typer.Option(min=0, help="0 = learner.batch_size")] = 0,
     online_fraction: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share of each batch from online "
                                                           "experience (default learner.online_fraction)")] = None,
-    seed: int = 0,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the reply (version, losses) here")] = None,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", callback=output_file,
+                                                   help="write the reply (version, losses) here")] = None,
 ) -> None:
     """Train θ on the learner's replay (the offline library alone while no episode was played): behaviour
     cloning on demonstrations. Publishes the next policy version."""

@@ -452,12 +452,21 @@ def explain(error: ValidationError) -> list[str]:
     lines = []
     for e in error.errors():
         path = tuple(str(part) for part in e["loc"])
-        key, variable = ".".join(path), variable_of(path)
         if e["type"] == "extra_forbidden":
-            lines.append(f"{key} ({variable}) is not a setting{did_you_mean(path)}")
+            lines.append(f"{_written(path)} is not a setting{did_you_mean(path)}")
         else:
-            lines.append(f"setting {key} ({variable}): {e['msg']} (got {e.get('input')!r})")
+            lines.append(f"setting {_written(path)}: {e['msg']} (got {e.get('input')!r})")
     return lines
+
+
+def _written(path: tuple[str, ...]) -> str:
+    """The dotted key and where it was written: its variable when the environment set it, else the settings
+    file (the environment wins over the file)."""
+    key, variable = ".".join(path), variable_of(path)
+    file = os.environ.get("EVOSKILL_CONFIG_FILE", "")
+    if not file or variable in {name.upper() for name in os.environ}:
+        return f"{key} ({variable})"
+    return f"{key} (in EVOSKILL_CONFIG_FILE={file})"
 
 
 def did_you_mean(path: tuple[str, ...]) -> str:

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from evoskill.platform.config import Settings
 
 
-async def connect(settings: Settings, attempts: int = 30) -> Client:
-    """Connect to Temporal, waiting for a server that is still starting. The tracing interceptor makes a
-    workflow started by this client one trace with its activities and the services they call."""
-    for attempt in range(attempts):
-        try:
+async def connect(settings: Settings, attempts: int = 30, wait_s: float = 1.0) -> Client:
+    """Connect to Temporal, waiting for a server that is still starting (`attempts` tries, `wait_s` apart; the
+    last failure is raised). The tracing interceptor makes a workflow started by this client one trace with its
+    activities and the services they call."""
+    async for attempt in AsyncRetrying(stop=stop_after_attempt(attempts), wait=wait_fixed(wait_s),
+                                       retry=retry_if_exception_type(RuntimeError), reraise=True):
+        with attempt:
             return await Client.connect(
                 settings.temporal_address, namespace=settings.temporal.namespace, interceptors=[TracingInterceptor()]
             )
-        except RuntimeError:
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(1.0)
-    raise RuntimeError("unreachable")
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import check_health
 from evoskill.stack.supervisor import StackError, read_state
@@ -23,10 +25,9 @@ class ServiceDown(StackError):
 
 def process_alive(pid: int) -> bool:
     """A live process (not a zombie) has this pid."""
-    stat = Path(f"/proc/{pid}/stat")
     try:
-        return not stat.read_text().rsplit(") ", 1)[-1].startswith("Z")
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # gone, or never was
         return False
 
 

@@ -51,7 +51,7 @@ from temporalio.client import Client
 
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.bus import connect_options
-from evoskill.platform.config import SERVICES, NatsSettings, Settings, without_secrets
+from evoskill.platform.config import SERVICES, NatsSettings, Settings, variable_of, without_secrets
 from evoskill.platform.nats_auth import SUPERVISOR
 from evoskill.platform.rpc import check_health
 from evoskill.stack import local_llm
@@ -275,24 +275,26 @@ class Stack:
             self._lock.close()
             self._lock = None
 
-    def _planned_ports(self) -> list[tuple[str, str, int]]:
+    def _planned_ports(self) -> list[tuple[str, str, str, int]]:
+        """(component, the setting that gives its port, host, port) of every port the stack will listen on."""
         s = self.settings
-        ports: list[tuple[str, str, int]] = []
+        ports: list[tuple[str, str, str, int]] = []
         if not s.nats.url:
-            ports.append(("nats-server", s.host, s.nats.port))
+            ports.append(("nats-server", "nats.port", s.host, s.nats.port))
         if not s.temporal.address:
-            ports.append(("temporal", s.host, s.temporal.port))
+            ports.append(("temporal", "temporal.port", s.host, s.temporal.port))
             if s.temporal.ui_port:
-                ports.append(("the Temporal UI", s.host, s.temporal.ui_port))
+                ports.append(("the Temporal UI", "temporal.ui_port", s.host, s.temporal.ui_port))
         for name in self.services:
             endpoint = s.endpoint(name)
             for address in endpoint.addresses:
-                ports.append((name, s.bind_host or endpoint.host, int(address.rpartition(":")[2])))
+                setting = f"{name}_endpoint.{'replicas' if endpoint.replicas else 'port'}"
+                ports.append((name, setting, s.bind_host or endpoint.host, int(address.rpartition(":")[2])))
         return ports
 
     def _lay_out_replicas(self) -> None:
         """Give each replica beyond a service's first a free port, listed in `<service>_endpoint.replicas`."""
-        taken = {port for _, _, port in self._planned_ports()}
+        taken = {port for *_, port in self._planned_ports()}
         updates: dict[str, object] = {}
         for name in self.services:
             endpoint = self.settings.endpoint(name)
@@ -317,12 +319,13 @@ class Stack:
         if not self.settings.temporal.address:
             binary("temporal")
         owners: dict[int, str] = {}
-        for owner, host, port in self._planned_ports():
+        for owner, setting, host, port in self._planned_ports():
+            where = f"{owner} ({setting}, {variable_of(tuple(setting.split('.')))})"
             if port in owners:
-                raise StackError(f"port {port} is set for both {owners[port]} and {owner}; give each its own")
-            owners[port] = owner
+                raise StackError(f"port {port} is set for both {owners[port]} and {where}; give each its own")
+            owners[port] = where
             if not port_is_free(host, port):
-                raise StackError(f"port {port} on {host} (for {owner}) is already taken; free it or change the setting")
+                raise StackError(f"port {port} on {host}, for {where}, is already taken; free it or set another")
 
     # -- start ------------------------------------------------------------------------------------
     def _spawn(

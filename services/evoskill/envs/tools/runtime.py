@@ -125,7 +125,9 @@ class _ToolProcess:
         return self.process is not None and self.process.returncode is None
 
     def has_children(self) -> bool:
-        """Whether the process has children now (of any of its threads)."""
+        """Whether the process has children now (of any of its threads). Read from /proc/<pid>/task/*/children:
+        psutil's `children()` scans every process's parent instead, measured 24x slower (6 ms against 0.25 ms
+        with 90 processes) on this path, taken after every tool call."""
         if self.process is None:
             return False
         with contextlib.suppress(OSError):
