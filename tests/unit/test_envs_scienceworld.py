@@ -151,6 +151,24 @@ def test_a_replay_resets_without_loading_again_and_reaches_the_same_state(env: S
     assert not loads and replayed == played
 
 
+def test_a_replay_lists_no_valid_actions_it_would_not_read(env: ScienceWorldAdapter) -> None:
+    """Listing the valid actions costs several steps' time; a restore reads only the snapshot's observation."""
+    env.reset(seed=1, fold="train")
+    for action in (env.gold_path() or [])[:2]:
+        env.step(action)
+    snap, before = env.snapshot(), env.observation()
+    listings: list[int] = []
+    listing = env._env.get_valid_action_object_combinations
+    env._env.get_valid_action_object_combinations = lambda: (listings.append(1), listing())[1]
+    try:
+        restored = env.restore(snap)
+        after, _ = env.step("look around")
+    finally:
+        env._env.get_valid_action_object_combinations = listing
+    assert restored == before and len(listings) == 1  # the step after the restore lists; the replay did not
+    assert after.valid_actions
+
+
 @pytest.mark.slow
 def test_boil_gold_path_reaches_full_score() -> None:
     with make_env("sciworld:boil") as e:

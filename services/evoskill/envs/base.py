@@ -451,19 +451,23 @@ class BaseTextEnv(abc.ABC):
         return self.want_gold_path and not self._replaying
 
     def _replay(self, seed: int, fold: str, actions: Sequence[str]) -> None:
-        """Reset to (seed, fold) and step ``actions`` without checks; keeps the current gold path."""
+        """Reset to (seed, fold) and step ``actions`` without checks; keeps the current gold path. No observation
+        of the replay is read: each caller sets the one it recorded (`restore`'s, or the state's before a
+        refused action), so adapters whose observations cost more than their steps skip them (`_advance`)."""
         gold = self._gold
         self._replaying = True
         try:
             self.reset(seed, fold)
             for a in actions:
-                obs = self._step(a)
+                self._advance(a)
                 self._history.append(a)
-                obs.moves = len(self._history)
-                self._set_obs(obs)
         finally:
             self._replaying = False
             self._gold = gold
+
+    def _advance(self, action: str) -> None:
+        """Step ``action`` inside a replay, where its observation is not read."""
+        self._step(action)
 
     def _set_obs(self, obs: Observation) -> None:
         valid = sorted(set(obs.valid_actions))

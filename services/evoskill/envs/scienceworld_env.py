@@ -159,6 +159,10 @@ class ScienceWorldAdapter(BaseTextEnv):
             self._loaded = (self._spec.name, variation, self.simplifications, self._need_gold)
             self._matcher.add(self._env.get_possible_actions())
         self.variation = variation
+        if self._replaying and loaded is self._loaded:  # not loaded again: the goal is known, the
+            self._env.server.reset()  # observation unread (as ScienceWorld's reset, less the listing)
+            self._env.server.step("look around")
+            return Observation(goal=self._goal)
         text, info = self._env.reset()
         self._goal = self._task_description(info)
         self._gold = _without_choices(self._env.get_gold_action_sequence()) if self._need_gold else None
@@ -179,9 +183,16 @@ class ScienceWorldAdapter(BaseTextEnv):
         the first is taken, as ScienceWorld's own gold paths do (their "0" after such a request). Replays step
         through here too, so a restored state is the one the step reached."""
         text, _reward, completed, info = self._env.step(action)
-        if str(text).lstrip().startswith(_AMBIGUOUS) and len(set(_readings(str(text)))) == 1:
+        if _one_reading(str(text)):
             text, _reward, completed, info = self._env.step("0")
         return str(text), bool(completed), info
+
+    def _advance(self, action: str) -> None:
+        """A replay's step without its observation: ScienceWorld's `step` lists the valid actions (and reads the
+        room, inventory and task) after every action, several times the step's own cost, and a replay reads
+        none of them."""
+        if _one_reading(str(self._env.server.step(action))):
+            self._env.server.step("0")
 
     def _step_unlisted(self, action: str) -> Observation:
         text, completed, info = self._send(action)
@@ -223,6 +234,11 @@ class ScienceWorldAdapter(BaseTextEnv):
 
     def _close(self) -> None:
         shutdown_jvm(self._env)
+
+
+def _one_reading(reply: str) -> bool:
+    """Whether `reply` asks which of several readings that all say the same is meant."""
+    return reply.lstrip().startswith(_AMBIGUOUS) and len(set(_readings(reply))) == 1
 
 
 def _readings(question: str) -> list[str]:
