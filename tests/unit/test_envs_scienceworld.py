@@ -169,6 +169,14 @@ def test_a_replay_lists_no_valid_actions_it_would_not_read(env: ScienceWorldAdap
     assert after.valid_actions
 
 
+def test_both_replay_modes_of_the_replay_bench_reach_the_recorded_state() -> None:
+    from evoskill.bench.replay import gold_prefix, time_restores
+
+    actions = gold_prefix(TASK, 0, 2)
+    seconds = time_restores(TASK, 0, actions, repeats=1)  # raises where a mode reaches another state
+    assert actions and {m: len(s) for m, s in seconds.items()} == {"quiet": 2, "full": 2}
+
+
 @pytest.mark.slow
 def test_boil_gold_path_reaches_full_score() -> None:
     with make_env("sciworld:boil") as e:

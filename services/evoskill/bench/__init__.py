@@ -31,6 +31,25 @@ def planner(
     run_planner_bench(json_path, simulations, branching, depth, repeats)
 
 
+@bench_app.command("replay")
+def replay(
+    env: str = typer.Option("sciworld:grow-plant?easy=1", help="A spec whose adapter restores by replay."),
+    steps: Numbers = typer.Option("5,10,20", parser=numbers(least=1), metavar="STEPS",
+                                  help="Lengths of the gold-path prefixes restored, comma-separated."),
+    repeats: int = typer.Option(3, min=1, help="ABBA rounds per length (each restores twice per mode)."),
+    seed: int = typer.Option(0, min=0, help="The train-fold game."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the rows and ratios here."),
+) -> None:
+    """Restoring a state by replay with its observations skipped (the product path) vs read, side by side."""
+    from evoskill.bench.replay import run_replay_bench  # starts a JVM; imported only when run
+
+    try:
+        run_replay_bench(json_path, env, list(steps), repeats, seed)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 @bench_app.command("pipeline")
 def pipeline(
     json_path: Path | None = typer.Option(None, "--json", help="Write the figures here."),

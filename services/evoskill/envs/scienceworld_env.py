@@ -99,6 +99,7 @@ class ScienceWorldAdapter(BaseTextEnv):
 
     scheme = "sciworld"
     native_copy = False
+    quiet_replays = True  # replays skip the observations they do not read (False: as a live step; `bench replay`)
 
     def __init__(
         self,
@@ -159,8 +160,10 @@ class ScienceWorldAdapter(BaseTextEnv):
             self._loaded = (self._spec.name, variation, self.simplifications, self._need_gold)
             self._matcher.add(self._env.get_possible_actions())
         self.variation = variation
-        if self._replaying and loaded is self._loaded:  # not loaded again: the goal is known, the
-            self._env.server.reset()  # observation unread (as ScienceWorld's reset, less the listing)
+        if self._replaying and loaded is self._loaded and self.quiet_replays:
+            # Not loaded again, so the goal is known and nobody reads this observation: ScienceWorld's reset, less
+            # the listing.
+            self._env.server.reset()
             self._env.server.step("look around")
             return Observation(goal=self._goal)
         text, info = self._env.reset()
@@ -191,7 +194,9 @@ class ScienceWorldAdapter(BaseTextEnv):
         """A replay's step without its observation: ScienceWorld's `step` lists the valid actions (and reads the
         room, inventory and task) after every action, several times the step's own cost, and a replay reads
         none of them."""
-        if _one_reading(str(self._env.server.step(action))):
+        if not self.quiet_replays:
+            self._send(action)
+        elif _one_reading(str(self._env.server.step(action))):
             self._env.server.step("0")
 
     def _step_unlisted(self, action: str) -> Observation:
