@@ -290,8 +290,8 @@ def test_retrieval_fills_from_cold_summaries_when_hot_has_too_few(store: Experie
     store.compact(COLD_LIMITS, batch=100, now_ms=OLD_MS + 30 * DAY_MS + 1)  # a and b go: 3 summaries
     retrieval = Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10, cold_fill=True, weights=Weights(reward=0.1))
     results = store.retrieve(retrieval)
-    assert [(r.experience.action, r.cold) for r in results][0] == ("take coin", False)
-    cold = results[1:]
+    (first, *cold) = results
+    assert (first.experience.action, first.cold) == ("take coin", False)
     assert len(cold) == 2 and all(r.cold and r.experience.metadata["tier"] == "cold" for r in cold)
     # The won ones first (reward 0.1 * tanh(mean reward)): move 1 (steps 1, 3: mean 2) over move 0 (mean 1).
     assert [(r.experience.action, r.experience.outcome, r.summarised) for r in cold] == [

@@ -7,6 +7,9 @@ from `episode.completed`, which rewrites the episode's steps with the outcome, t
 policy version and each step's cost. The subjects are not ordered; the store keeps the complete version, and
 the completed episode replaces what an earlier attempt of it (cut short by a crash, retried under the same id)
 left pending.
+
+Tiers (seed 004 §5.1, docs/memory.md): a background task compacts old and low-value episodes into the cold
+collection every `memory.tiers.every_s`, or after `memory.tiers.after_writes` writes; `Compact` runs one now.
 """
 
 from __future__ import annotations
