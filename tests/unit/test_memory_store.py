@@ -252,22 +252,33 @@ def test_compaction_keeps_the_totals_and_a_redelivered_write_is_never_stored_twi
     assert totals(store) == (14, 0, len(stored) + 4) and store.stats().cold.points == 2
 
 
-def test_a_compaction_cut_short_is_finished_at_the_next_open_without_counting_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("step", "nth"), [
+    ("upsert", 2),  # the summaries (after recording the episodes as moving)
+    ("delete", 1),  # dropping them from hot (after the summaries)
+    ("set_payload", 1),  # recording them as cold (after dropping them)
+])
+def test_a_compaction_cut_short_is_finished_at_the_next_open_without_counting_twice(tmp_path: Path, step: str,
+                                                                                  nth: int) -> None:
     store = open_store(tmp_path, featurizer="hash")
     store.store([*episode("a", 3), *episode("b", 3, t=OLD_MS + 5)])
-    delete = store.client.delete
+    real, calls = getattr(store.client, step), []
 
-    def crash(*args: Any, **kwargs: Any) -> Any:  # after the summaries and the ledger, before hot is cleared
-        raise RuntimeError("killed")
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == nth:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
 
-    store.client.delete = crash  # type: ignore[method-assign]
+    setattr(store.client, step, crash)
     with pytest.raises(RuntimeError, match="killed"):
         store.compact(Limits(hot_max=1), batch=100, now_ms=OLD_MS + 10 * DAY_MS)
-    store.client.delete = delete  # type: ignore[method-assign]
+    setattr(store.client, step, real)
+    assert store.store(episode("a", 3)) == 0  # moving: refused already
     store.close()
-    store = open_store(tmp_path, featurizer="hash")  # finishes the marked batch: the summaries hold it already
+    store = open_store(tmp_path, featurizer="hash")  # finishes the batch, merging each summary once
     assert totals(store) == (6, 0, 6) and store.stats().summarised_episodes == 2
     assert store.compact(Limits(hot_max=1), batch=100, now_ms=OLD_MS + 10 * DAY_MS) == (0, 0, {})
+    assert totals(store) == (6, 0, 6)
     store.close()
 
 
@@ -288,15 +299,16 @@ def test_retrieval_fills_from_cold_summaries_when_hot_has_too_few(store: Experie
     store.store([*episode("a", 4, t=OLD_MS), *episode("b", 2, outcome=LOST, t=OLD_MS + 1),
                  kitchen("take coin", "fresh", outcome=WON, time_unix_ms=OLD_MS + 30 * DAY_MS)])
     store.compact(COLD_LIMITS, batch=100, now_ms=OLD_MS + 30 * DAY_MS + 1)  # a and b go: 3 summaries
-    retrieval = Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10, cold_fill=True, weights=Weights(reward=0.1))
+    retrieval = Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10, cold_fill=True,
+                          weights=Weights(reward=0.1, outcome=0.5))
     results = store.retrieve(retrieval)
     (first, *cold) = results
     assert (first.experience.action, first.cold) == ("take coin", False)
     assert len(cold) == 2 and all(r.cold and r.experience.metadata["tier"] == "cold" for r in cold)
-    # The won ones first (reward 0.1 * tanh(mean reward)): move 1 (steps 1, 3: mean 2) over move 0 (mean 1).
+    # The won ones first (outcome), then by 0.1 * tanh(mean reward): move 1 (steps 1, 3: mean 2) over move 0.
     assert [(r.experience.action, r.experience.outcome, r.summarised) for r in cold] == [
         ("move 1", WON, 2), ("move 0", WON, 2)]
-    assert cold[0].score == pytest.approx(cold[0].similarity + 0.1 * np.tanh(2.0), abs=1e-5)
+    assert cold[0].score == pytest.approx(cold[0].similarity + 0.1 * np.tanh(2.0) + 0.5, abs=1e-5)
     # The same filters hold in cold: only the lost summaries; none without cold_fill.
     lost = store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=5, recall=10, cold_fill=True,
                                     outcomes=("lost",), env_spec="twx:coin"))

@@ -77,8 +77,8 @@ SCAN_PAGE = 1000
 HOT_DIGEST_FIELDS = ["id", "episode_id", "time_unix_ms", "reward_unit", "outcome", "outcome_value"]
 
 
-MARKED = models.Filter(must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key="cold_batch"))])
 GONE_COLD = models.Filter(must=[matches("kind", "episode")])
+MOVING = models.Filter(must=[matches("kind", "episode"), matches("state", "moving")])
 
 
 def dense(point: models.Record | models.ScoredPoint, name: str) -> list[float]:
@@ -87,8 +87,16 @@ def dense(point: models.Record | models.ScoredPoint, name: str) -> list[float]:
     return cast("list[float]", vectors.get(name) or [])
 
 
-def marked(batch: str) -> models.Filter:
-    return models.Filter(must=[matches("cold_batch", batch)])
+def of_episodes(keys: Sequence[str]) -> models.Filter:
+    """The hot points of these episode keys (core/memory/tiers.py: episode_key)."""
+    episode_ids = [k for k in keys if not k.startswith("unit:")]
+    unit_ids = [k.removeprefix("unit:") for k in keys if k.startswith("unit:")]
+    should: list[models.Condition] = []
+    if episode_ids:
+        should.append(matches_any("episode_id", episode_ids))
+    if unit_ids:
+        should.append(models.Filter(must=[matches_any("id", unit_ids), matches("episode_id", "")]))
+    return models.Filter(should=should)
 
 
 def pending_of(episode_id: str) -> models.Filter:
@@ -117,8 +125,8 @@ class ExperienceStore:
         self._ensure_collection(self.collection, INDEXED_FIELDS)
         self._ensure_collection(self.cold, COLD_INDEXED_FIELDS)
         with self._lock:
-            for batch in self._marked_batches():
-                self._finish_batch(batch)
+            for batch, keys in self._unfinished().items():
+                self._move(batch, keys, recorded=True)
 
     def _ensure_collection(self, name: str, indexed_fields: dict[str, models.PayloadSchemaType]) -> None:
         if self.client.collection_exists(name) and self._empty_and_unnamed(name):
@@ -302,20 +310,36 @@ class ExperienceStore:
             if offset is None:
                 return records
 
-    def _marked_batches(self) -> list[str]:
-        """Batches a compaction marked in hot and did not finish (it crashed): finished first."""
-        found = self._scroll(self.collection, MARKED, ["cold_batch"])
-        return sorted({str(p.payload["cold_batch"]) for p in found if p.payload and p.payload.get("cold_batch")})
+    def _unfinished(self) -> dict[str, list[str]]:
+        """Batches a compaction recorded as moving and did not finish (it crashed): their episode keys."""
+        out: dict[str, list[str]] = {}
+        for point in self._scroll(self.cold, MOVING, ["key", "batch"]):
+            payload = point.payload or {}
+            out.setdefault(str(payload["batch"]), []).append(str(payload["key"]))
+        return {batch: sorted(keys) for batch, keys in sorted(out.items())}
 
-    def _finish_batch(self, batch: str) -> int:
-        """Summarise the hot points marked with `batch` into cold, record their episodes as gone cold, drop
-        them from hot. Each step can be redone: a summary that already holds the batch is not merged again,
-        the ledger's points are keyed by episode, the deletion is by mark. Returns the experiences moved."""
-        members = self._scroll(self.collection, marked(batch), True, [self.vector])
-        if not members:
-            return 0
-        pairs = [(p.payload or {}, dense(p, self.vector)) for p in members]
-        fresh = summarise(pairs, batch)
+    def _move(self, batch: str, keys: Sequence[str], recorded: bool = False) -> int:
+        """Move these episodes cold, in four steps, each safe to redo after a crash: (1) record them as
+        moving in the cold collection (from then on no write of theirs is taken, so their hot points stay
+        as they are); (2) merge their summaries into those stored, skipping a summary that holds the batch
+        already; (3) drop their points from hot; (4) record them as cold. Returns the experiences moved."""
+        ledger = [ledger_id(k) for k in keys]
+        if not recorded:
+            now_ms = int(time.time() * 1000)
+            self.client.upsert(self.cold, points=[
+                models.PointStruct(id=ledger_id(k), vector={}, payload={
+                    "kind": "episode", "key": k, "batch": batch, "state": "moving", "moved_unix_ms": now_ms})
+                for k in keys])
+        where = of_episodes(keys)
+        members = self._scroll(self.collection, where, True, [self.vector])
+        if members:
+            self._merge_summaries(batch, [(p.payload or {}, dense(p, self.vector)) for p in members])
+            self.client.delete(self.collection, points_selector=models.FilterSelector(filter=where))
+        self.client.set_payload(self.cold, payload={"state": "cold"}, points=models.PointIdsList(points=ledger))
+        return len(members)
+
+    def _merge_summaries(self, batch: str, members: Sequence[tuple[dict[str, Any], Sequence[float]]]) -> None:
+        fresh = summarise(members, batch)
         stored = {str(p.id): p for p in self.client.retrieve(self.cold, [summary_id(k) for k in fresh],
                                                              with_payload=True, with_vectors=[self.vector])}
         points = []
@@ -330,26 +354,19 @@ class ExperienceStore:
                                              vector={self.vector: list(summary.representative.vector)}))
         if points:
             self.client.upsert(self.cold, points=points)
-        now_ms = int(time.time() * 1000)
-        keys = sorted({episode_key(payload) for payload, _ in pairs})
-        self.client.upsert(self.cold, points=[
-            models.PointStruct(id=ledger_id(k), vector={}, payload={"kind": "episode", "key": k, "batch": batch,
-                                                                     "moved_unix_ms": now_ms}) for k in keys])
-        self.client.delete(self.collection, points_selector=models.FilterSelector(filter=marked(batch)))
-        return len(members)
 
     def compact(self, limits: Limits, batch: int, now_ms: int | None = None) -> tuple[int, int, dict[str, int]]:
         """Move the episodes the limits send cold (core/memory/tiers.py: select_cold), `batch` experiences at a
-        time, each batch marked in hot first so that a crash leaves it to be finished, not redone. Returns
-        (experiences moved, episodes moved, episodes per reason)."""
+        time (`_move`: a crash leaves a batch to be finished, never redone). Returns (experiences moved,
+        episodes moved, episodes per reason)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         moved = episodes = 0
         reasons: dict[str, int] = {}
         with self._compacting:
             with self._lock:
                 self.written = 0
-                for leftover in self._marked_batches():
-                    moved += self._finish_batch(leftover)
+                for leftover, keys in self._unfinished().items():
+                    moved += self._move(leftover, keys, recorded=True)
                 digests = digest_episodes(p.payload or {} for p in self._scroll(self.collection, None,
                                                                                  HOT_DIGEST_FIELDS))
             chosen = select_cold(digests, now_ms, limits)
@@ -358,24 +375,12 @@ class ExperienceStore:
             sizes = {d.key: d.size for d in digests}
             for keys in batches(chosen, sizes, batch):
                 with self._lock:  # a batch at a time: writes and retrievals go on between batches
-                    self._mark(keys, batch_id(keys))
-                    moved += self._finish_batch(batch_id(keys))
+                    moved += self._move(batch_id(keys), keys)
                 episodes += len(keys)
             if moved:
                 with self._lock:
                     self._record_compaction(now_ms, moved)
         return moved, episodes, reasons
-
-    def _mark(self, keys: Sequence[str], batch: str) -> None:
-        episode_ids = [k for k in keys if not k.startswith("unit:")]
-        unit_ids = [k.removeprefix("unit:") for k in keys if k.startswith("unit:")]
-        should: list[models.Condition] = []
-        if episode_ids:
-            should.append(matches_any("episode_id", episode_ids))
-        if unit_ids:
-            should.append(models.Filter(must=[matches_any("id", unit_ids), matches("episode_id", "")]))
-        self.client.set_payload(self.collection, payload={"cold_batch": batch},
-                                points=models.FilterSelector(filter=models.Filter(should=should)))
 
     def _meta(self) -> dict[str, Any]:
         """The compactions' record (empty before the first)."""
