@@ -120,6 +120,7 @@ class ExperienceStore:
         self.featurizer = featurizer
         self.vector = vector_name(featurizer)
         self.written = 0  # experiences stored since the last compaction (the service compacts after N)
+        self.closed = False  # a compaction in progress stops at its next batch
         self._lock = threading.Lock()  # local mode's client is not meant for concurrent use
         self._compacting = threading.Lock()  # one compaction at a time
         self._ensure_collection(self.collection, INDEXED_FIELDS)
@@ -375,11 +376,14 @@ class ExperienceStore:
             sizes = {d.key: d.size for d in digests}
             for keys in batches(chosen, sizes, batch):
                 with self._lock:  # a batch at a time: writes and retrievals go on between batches
+                    if self.closed:
+                        break
                     moved += self._move(batch_id(keys), keys)
                 episodes += len(keys)
             if moved:
                 with self._lock:
-                    self._record_compaction(now_ms, moved)
+                    if not self.closed:
+                        self._record_compaction(now_ms, moved)
         return moved, episodes, reasons
 
     def _meta(self) -> dict[str, Any]:
@@ -435,4 +439,5 @@ class ExperienceStore:
 
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             self.client.close()
