@@ -1,5 +1,6 @@
-"""`evoskill memory list|search|show|export|import|delete|purge`: the experience units of the memory, through
-its RPCs (the running memory service, else the store served in this process: clients/memory.py)."""
+"""`evoskill memory list|search|show|export|import|delete|purge|stats|compact`: the experience units of the
+memory and its two tiers, through its RPCs (the running memory service, else the store served in this
+process: clients/memory.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from evoskill.platform.config import Settings
 if TYPE_CHECKING:
     from evoskill.memory.v1 import memory_pb2
 
-memory_app = typer.Typer(help="The memory's experience units: list, search, show, export, import, delete, purge.",
-                         no_args_is_help=True)
+memory_app = typer.Typer(help="The memory's experience units: list, search, show, export, import, delete, purge; "
+                         "its hot and cold tiers: stats, compact.", no_args_is_help=True)
 
 # --filter KEY=VALUE: the key as a user says it -> the MemoryFilter field.
 FILTER_KEYS = {"env": "env_spec", "family": "env_family", "episode": "episode_id", "template": "template",
@@ -129,7 +130,8 @@ def search(
     filters: FilterOption = [],  # noqa: B006
 ) -> None:
     """Retrieve as the agent does, showing both stages: the recall's cosine similarity and the formula's
-    re-score (similarity + reward, outcome and novelty terms), in the returned (MMR) order."""
+    re-score (similarity + reward, outcome and novelty terms), in the returned (MMR) order; cold summaries
+    (after the hot results, when those are fewer than the limit) with the experiences they stand for."""
     from evoskill.cli import _fail, console
     from evoskill.memory.v1 import memory_pb2
 
@@ -145,12 +147,14 @@ def search(
     async def main() -> None:
         async with _stub(Settings()) as stub:
             reply = await stub.Retrieve(request)
-        table = Table("#", "id", "similarity (recall)", "score (formula)", "outcome", "reward", "action", "state",
-                      title=f"{len(reply.results)} results for {query!r} (profile {profile or 'of memory.profile'})")
+        table = Table("#", "id", "tier", "similarity (recall)", "score (formula)", "outcome", "reward", "action",
+                      "state", title=f"{len(reply.results)} results for {query!r} (profile "
+                                     f"{profile or 'of memory.profile'})")
         for rank, r in enumerate(reply.results, 1):
             e = r.experience
-            table.add_row(str(rank), e.id, f"{r.similarity:.4f}", f"{r.score:.4f}", _outcome(e), f"{e.reward:+.2f}",
-                          _short(e.action, 32), _short(e.state, 40))
+            tier = f"cold ×{r.summarised}" if r.cold else "hot"
+            table.add_row(str(rank), e.id, tier, f"{r.similarity:.4f}", f"{r.score:.4f}", _outcome(e),
+                          f"{e.reward:+.2f}", _short(e.action, 32), _short(e.state, 40))
         console.print(table)
 
     _run(main)
@@ -329,5 +333,81 @@ def _delete(request: memory_pb2.DeleteRequest, what: str, yes: bool, say: Callab
             await asyncio.to_thread(_confirmed, f"delete {count} {what}?", yes)
             deleted = (await stub.Delete(request)).deleted
             say(f"deleted {deleted} {what}")
+
+    _run(main)
+
+
+def _when(unix_ms: int) -> str:
+    import datetime
+
+    if not unix_ms:
+        return "-"
+    return datetime.datetime.fromtimestamp(unix_ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _size(n: int) -> str:
+    if not n:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+@memory_app.command()
+def stats(as_json: Annotated[bool, typer.Option("--json", help="print the figures as one JSON object")] = False
+          ) -> None:
+    """Both tiers: experiences hot, summaries cold, their oldest and newest, bytes on disk (local mode), the
+    experiences and episodes summarised, the last compaction and the retention limits (memory.tiers)."""
+    from google.protobuf import json_format
+
+    from evoskill.cli import console
+    from evoskill.memory.v1 import memory_pb2
+
+    replies: list[memory_pb2.StatsReply] = []
+
+    async def main() -> None:
+        async with _stub(Settings()) as stub:
+            replies.append(await stub.Stats(memory_pb2.StatsRequest()))
+
+    _run(main)
+    (reply,) = replies
+    if as_json:
+        figures: dict[str, Any] = {field.name: getattr(reply, field.name) for field in reply.DESCRIPTOR.fields}
+        for tier in ("hot", "cold"):
+            figures[tier] = json_format.MessageToDict(figures[tier], preserving_proto_field_name=True,
+                                                      always_print_fields_with_no_presence=True)
+            figures[tier].update({k: int(v) for k, v in figures[tier].items() if k != "collection"})
+        figures["limits"] = json.loads(reply.limits or "{}")
+        print(json.dumps(figures, indent=2, sort_keys=True))
+        return
+    table = Table("tier", "collection", "points", "oldest", "newest", "on disk", title="memory tiers")
+    table.add_row("hot", reply.hot.collection, f"{reply.hot.points} experiences", _when(reply.hot.oldest_unix_ms),
+                  _when(reply.hot.newest_unix_ms), _size(reply.hot.bytes))
+    table.add_row("cold", reply.cold.collection, f"{reply.cold.points} summaries", _when(reply.cold.oldest_unix_ms),
+                  _when(reply.cold.newest_unix_ms), _size(reply.cold.bytes))
+    console.print(table)
+    console.print(f"summarised: {reply.summarised} experiences of {reply.summarised_episodes} episodes; "
+                  f"stored in all: {reply.summarised + reply.hot.points}")
+    console.print(f"compactions: {reply.compactions}, the last {_when(reply.last_compaction_unix_ms)}"
+                  + (f" ({reply.last_moved} moved)" if reply.compactions else ""))
+    limits = json.loads(reply.limits or "{}")
+    console.print("limits (memory.tiers): " + ", ".join(f"{k}={v}" for k, v in sorted(limits.items())))
+
+
+@memory_app.command()
+def compact() -> None:
+    """Compact now, as the memory service does every memory.tiers.every_s: the episodes the retention limits
+    send cold are summarised into the cold collection and dropped from hot."""
+    from evoskill.cli import console
+    from evoskill.memory.v1 import memory_pb2
+
+    async def main() -> None:
+        async with _stub(Settings()) as stub:
+            reply = await stub.Compact(memory_pb2.CompactRequest())
+        why = ", ".join(f"{reason} {n}" for reason, n in sorted(reply.reasons.items())) or "no limit exceeded"
+        console.print(f"moved {reply.moved} experiences of {reply.episodes} episodes to cold ({why})")
 
     _run(main)

@@ -149,3 +149,35 @@ async def test_without_a_memory_service_the_command_opens_the_store_itself(tmp_p
     assert code == 0 and "2 stored" in out and "opening the store" in err
     code, out, _ = await cli("memory", "list")
     assert code == 0 and "2 of 2 units" in out
+
+
+async def test_stats_shows_both_tiers_and_compact_moves_what_the_limits_send_cold(tmp_path: Path,
+                                                                                  memory_settings: Settings) -> None:  # noqa: F811
+    """Without a service (the store opened in-process): stats before and after `memory compact`, as a table and
+    as JSON; a search then fills from cold, flagged."""
+    tiers = memory_settings.memory.tiers.model_copy(update={"hot_max": 1, "min_age_s": 0.0, "max_age_days": 0.0})
+    settings = memory_settings.model_copy(update={"memory": memory_settings.memory.model_copy(
+        update={"tiers": tiers})})
+    cli = Cli(settings, tmp_path)
+    path = tmp_path / "units.jsonl"
+    path.write_text("".join(json.dumps({"goal": GOAL, "state": f"hall {i}", "action": "look", "episodeId": f"e{i}",
+                                        "outcome": "OUTCOME_WON", "timeUnixMs": str(1_700_000_000_000 + i)}) + "\n"
+                            for i in range(3)))
+    assert (await cli("memory", "import", str(path)))[0] == 0
+    code, out, _ = await cli("memory", "stats", "--json")
+    figures = json.loads(out)
+    assert code == 0 and figures["hot"]["points"] == 3 and figures["cold"]["points"] == 0
+    assert figures["hot"]["oldest_unix_ms"] == 1_700_000_000_000 and figures["compactions"] == 0
+    assert figures["limits"]["hot_max"] == 1 and figures["cold"]["collection"] == "experiences_cold"
+
+    code, out, _ = await cli("memory", "compact")
+    assert code == 0 and "moved 2 experiences of 2 episodes to cold (count 2)" in out
+    code, out, _ = await cli("memory", "stats")
+    assert code == 0 and "1 experiences" in out and "1 summaries" in out and "2023-11-14" in out
+    assert "summarised: 2 experiences of 2 episodes; stored in all: 3" in out and "compactions: 1" in out
+    figures = json.loads((await cli("memory", "stats", "--json"))[1])
+    assert (figures["summarised"], figures["summarised_episodes"], figures["last_moved"]) == (2, 2, 2)
+    assert figures["hot"]["bytes"] > 0 and figures["last_compaction_unix_ms"] > 0
+
+    code, out, _ = await cli("memory", "search", GOAL, "--state", "hall", "--limit", "3")
+    assert code == 0 and "cold ×2" in out and "hot" in out

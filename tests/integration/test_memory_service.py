@@ -215,3 +215,71 @@ async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memo
         assert stored_count(running) == 61
     finally:
         await running.stop()
+
+
+def with_tiers(settings: Settings, **tiers: object) -> Settings:
+    memory = settings.memory.model_copy(update={"tiers": settings.memory.tiers.model_copy(update=tiers)})
+    return settings.model_copy(update={"memory": memory})
+
+
+async def test_the_background_compaction_keeps_every_step_counted_once_through_redeliveries(
+        memory_settings: Settings) -> None:
+    """Episodes flow in; the service's compactor moves all but the newest cold (hot_max 7, whole episodes of
+    4 steps); stored = summarised + hot, and redelivering a cold episode's events (both subjects) adds nothing."""
+    settings = with_tiers(memory_settings, hot_max=7, min_age_s=0.0, every_s=0.2, after_writes=0)
+    publisher = Bus(settings, "publisher")
+    await publisher.start()
+    running = await start_service("memory", settings, create)
+    episodes = [played(4, width=3, episode_id=f"tier-{i}") for i in range(4)]
+    for completed, _ in episodes:
+        completed.won = True
+    try:
+        async with channel(settings.endpoint("memory").target) as ch:
+            stub = memory_pb2_grpc.MemoryServiceStub(ch)
+
+            async def totals() -> tuple[int, int]:
+                stats = await stub.Stats(memory_pb2.StatsRequest())
+                return stats.summarised, stats.hot.points
+
+            for completed, _ in episodes:
+                await publisher.publish(Subjects.EPISODE_COMPLETED, completed)
+
+            async def compacted() -> bool:
+                summarised, hot = await totals()
+                return summarised + hot == 16 and hot == 4
+
+            await until(compacted, "16 steps stored, all but the last episode's 4 summarised cold")
+            stats = await stub.Stats(memory_pb2.StatsRequest())
+            assert stats.compactions >= 1 and stats.last_compaction_unix_ms > 0 and stats.summarised_episodes == 3
+            assert '"hot_max": 7' in stats.limits
+            # Redelivered: the first (cold) episode's completion and one of its scored steps; then a new
+            # episode on each subject, which the consumers reach only after the redeliveries.
+            (first, transitions) = episodes[0]
+            await publisher.publish(Subjects.EPISODE_COMPLETED, first)
+            await publisher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=transitions[1], total=1))
+            later, _ = played(2, width=3, episode_id="tier-later")
+            await publisher.publish(Subjects.EPISODE_COMPLETED, later)
+            sentinel = common_pb2.Transition()
+            sentinel.CopyFrom(transitions[0])
+            sentinel.episode_id = "tier-sentinel"
+            await publisher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=sentinel, total=0.0))
+
+            async def sentinels_in() -> bool:  # hot holds 7 then, so they stay hot
+                reply = await stub.Get(memory_pb2.GetRequest(ids=["tier-later/1", "tier-sentinel/0"]))
+                return len(reply.experiences) == 2
+
+            await until(sentinels_in, "the new episodes' steps stored, so the redeliveries were handled")
+            assert await totals() == (12, 7)  # the redelivered ones were not stored again
+            assert (await stub.Compact(memory_pb2.CompactRequest())).moved == 0
+            assert sum(await totals()) == 19
+    finally:
+        await running.stop()
+        await publisher.stop()
+
+    # A restart keeps both tiers.
+    running = await start_service("memory", settings, create)
+    try:
+        stats = running.parts.registrations[0][1].store.stats()
+        assert stats.summarised + stats.hot.points == 19
+    finally:
+        await running.stop()

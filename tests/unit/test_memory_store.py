@@ -12,7 +12,8 @@ import pytest
 from qdrant_client import QdrantClient, models
 
 from evoskill.core.memory import PROFILES, Retrieval, Weights
-from evoskill.memory.query import INDEXED_FIELDS
+from evoskill.core.memory.tiers import Limits
+from evoskill.memory.query import COLD_INDEXED_FIELDS, INDEXED_FIELDS
 from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2
 from evoskill.platform.config import MemorySettings, Settings
@@ -24,7 +25,8 @@ GOAL, KITCHEN = "find the golden coin", "you are in the kitchen with a fridge"
 
 def open_store(state_dir: Path, **memory: object) -> ExperienceStore:
     settings = Settings(state_dir=state_dir, memory=MemorySettings(**memory))  # type: ignore[arg-type]
-    return ExperienceStore(open_qdrant(settings), settings.qdrant.collection, make_featurizer(settings))
+    return ExperienceStore(open_qdrant(settings), settings.qdrant.collection, make_featurizer(settings),
+                           disk=settings.qdrant_path)
 
 
 @pytest.fixture
@@ -154,7 +156,7 @@ def test_payload_indexes_are_made_on_a_server_and_skipped_in_local_mode(tmp_path
     assert created == []
     with pytest.warns(UserWarning, match="Payload indexes have no effect"):
         ExperienceStore(client, "indexed", make_featurizer(settings), indexed=True)
-    assert created == list(INDEXED_FIELDS)
+    assert created == list(INDEXED_FIELDS) + list(COLD_INDEXED_FIELDS)  # the hot collection's, the cold one's
     client.close()
 
 
@@ -204,3 +206,112 @@ def test_minilm_finds_the_same_situation_in_other_words(tmp_path: Path) -> None:
     assert [r.experience.action for r in results] == ["open fridge", "take novel"]
     assert results[0].similarity > results[1].similarity + 0.2
     store.close()
+
+
+# -- tiers: compaction into the cold collection -------------------------------------------------------------
+
+DAY_MS = 86_400_000
+OLD_MS = 1_700_000_000_000  # a fixed past: every limit's "now" below is relative to it
+COLD_LIMITS = Limits(hot_max=4, min_age_ms=DAY_MS)
+
+
+def episode(name: str, steps: int, outcome: int = WON, t: int = OLD_MS, **fields: Any) -> list[Experience]:
+    return [kitchen(f"move {i % 2}", name, step_index=i, outcome=outcome, reward=float(i), time_unix_ms=t + i,
+                    **fields) for i in range(steps)]
+
+
+def totals(store: ExperienceStore) -> tuple[int, int, int]:
+    """(experiences summarised, hot, summarised + hot)."""
+    stats = store.stats()
+    return stats.summarised, stats.hot.points, stats.summarised + stats.hot.points
+
+
+def test_compaction_keeps_the_totals_and_a_redelivered_write_is_never_stored_twice(store: ExperienceStore) -> None:
+    stored = [*episode("a", 3, t=OLD_MS), *episode("b", 2, t=OLD_MS + 10), *episode("c", 3, t=OLD_MS + 20),
+              *episode("young", 2, t=OLD_MS + 30 * DAY_MS)]
+    store.store(stored)
+    now = OLD_MS + 30 * DAY_MS + 1000
+    # 10 hot, at most 4: a and b (the oldest) go, c too (still 5 over), young is under a day old.
+    assert store.compact(COLD_LIMITS, batch=3, now_ms=now) == (8, 3, {"count": 3})
+    assert totals(store) == (8, 2, len(stored))
+    stats = store.stats()
+    assert (stats.summarised_episodes, stats.compactions, stats.last_moved, stats.last_compaction_unix_ms) == (
+        3, 1, 8, now)
+    assert stats.cold.points == 2  # (twx:coin, "", move 0 | move 1, won)
+    assert (stats.cold.oldest_unix_ms, stats.cold.newest_unix_ms) == (OLD_MS, OLD_MS + 22)
+    assert stats.hot.oldest_unix_ms == OLD_MS + 30 * DAY_MS and stats.hot.bytes > 0 and stats.cold.bytes > 0
+    # Idempotent: nothing more to move; redelivered writes of cold episodes (pending or complete) are refused.
+    assert store.compact(COLD_LIMITS, batch=3, now_ms=now) == (0, 0, {})
+    assert store.store(episode("a", 3)) == 0 and store.store([kitchen("move 0", "b", step_index=0)]) == 0
+    assert store.store_episode("c", episode("c", 3)) == 0
+    assert totals(store) == (8, 2, len(stored)) and store.stats().compactions == 1
+    # A later compaction merges into the same summaries: counts add up, never double. Whole episodes: to
+    # hold at most 1, young's two go as well.
+    store.store(episode("d", 4, t=OLD_MS + 40))
+    assert store.compact(Limits(hot_max=1), batch=100, now_ms=now) == (6, 2, {"count": 2})
+    assert totals(store) == (14, 0, len(stored) + 4) and store.stats().cold.points == 2
+
+
+@pytest.mark.parametrize(("step", "nth"), [
+    ("upsert", 2),  # the summaries (after recording the episodes as moving)
+    ("delete", 1),  # dropping them from hot (after the summaries)
+    ("set_payload", 1),  # recording them as cold (after dropping them)
+])
+def test_a_compaction_cut_short_is_finished_at_the_next_open_without_counting_twice(tmp_path: Path, step: str,
+                                                                                  nth: int) -> None:
+    store = open_store(tmp_path, featurizer="hash")
+    store.store([*episode("a", 3), *episode("b", 3, t=OLD_MS + 5)])
+    real, calls = getattr(store.client, step), []
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == nth:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    setattr(store.client, step, crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        store.compact(Limits(hot_max=1), batch=100, now_ms=OLD_MS + 10 * DAY_MS)
+    setattr(store.client, step, real)
+    assert store.store(episode("a", 3)) == 0  # moving: refused already
+    store.close()
+    store = open_store(tmp_path, featurizer="hash")  # finishes the batch, merging each summary once
+    assert totals(store) == (6, 0, 6) and store.stats().summarised_episodes == 2
+    assert store.compact(Limits(hot_max=1), batch=100, now_ms=OLD_MS + 10 * DAY_MS) == (0, 0, {})
+    assert totals(store) == (6, 0, 6)
+    store.close()
+
+
+def test_low_value_and_old_episodes_go_cold_and_purge_empties_both_tiers(store: ExperienceStore) -> None:
+    store.store([*episode("lost", 2, outcome=LOST, t=OLD_MS + 50), *episode("won", 2, t=OLD_MS + 60),
+                 *episode("ancient", 1, t=OLD_MS - 40 * DAY_MS)])
+    store.store([kitchen("move west", "lost", step_index=0, outcome=LOST, reward=-2.0, time_unix_ms=OLD_MS + 50),
+                 kitchen("move west", "lost", step_index=1, outcome=LOST, reward=-1.0, time_unix_ms=OLD_MS + 51)])
+    limits = Limits(max_age_ms=30 * DAY_MS, low_value_below=-0.5, min_age_ms=DAY_MS)
+    assert store.compact(limits, batch=10, now_ms=OLD_MS + 2 * DAY_MS) == (3, 2, {"age": 1, "low_value": 1})
+    assert {u.episode_id for u in store.page([], 10, None)[0]} == {"won"}
+    assert store.delete([]) == 2
+    stats = store.stats()
+    assert (stats.hot.points, stats.cold.points, stats.summarised, stats.compactions) == (0, 0, 0, 0)
+
+
+def test_retrieval_fills_from_cold_summaries_when_hot_has_too_few(store: ExperienceStore) -> None:
+    store.store([*episode("a", 4, t=OLD_MS), *episode("b", 2, outcome=LOST, t=OLD_MS + 1),
+                 kitchen("take coin", "fresh", outcome=WON, time_unix_ms=OLD_MS + 30 * DAY_MS)])
+    store.compact(COLD_LIMITS, batch=100, now_ms=OLD_MS + 30 * DAY_MS + 1)  # a and b go: 3 summaries
+    retrieval = Retrieval(goal=GOAL, state=KITCHEN, limit=3, recall=10, cold_fill=True,
+                          weights=Weights(reward=0.1, outcome=0.5))
+    results = store.retrieve(retrieval)
+    (first, *cold) = results
+    assert (first.experience.action, first.cold) == ("take coin", False)
+    assert len(cold) == 2 and all(r.cold and r.experience.metadata["tier"] == "cold" for r in cold)
+    # The won ones first (outcome), then by 0.1 * tanh(mean reward): move 1 (steps 1, 3: mean 2) over move 0.
+    assert [(r.experience.action, r.experience.outcome, r.summarised) for r in cold] == [
+        ("move 1", WON, 2), ("move 0", WON, 2)]
+    assert cold[0].score == pytest.approx(cold[0].similarity + 0.1 * np.tanh(2.0) + 0.5, abs=1e-5)
+    # The same filters hold in cold: only the lost summaries; none without cold_fill.
+    lost = store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=5, recall=10, cold_fill=True,
+                                    outcomes=("lost",), env_spec="twx:coin"))
+    assert sorted((r.experience.action, r.summarised, r.cold) for r in lost) == [
+        ("move 0", 1, True), ("move 1", 1, True)]
+    assert not any(r.cold for r in store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=5, recall=10)))

@@ -23,6 +23,15 @@ INDEXED_FIELDS: dict[str, models.PayloadSchemaType] = {
     "episode_id": models.PayloadSchemaType.KEYWORD,
     "session_id": models.PayloadSchemaType.KEYWORD,
     "reward_unit": models.PayloadSchemaType.FLOAT,
+    "time_unix_ms": models.PayloadSchemaType.INTEGER,  # stats' oldest and newest (order_by needs an index)
+}
+# The cold collection's (summaries, gone-cold episodes): the same filters, and what stats orders by.
+COLD_INDEXED_FIELDS: dict[str, models.PayloadSchemaType] = {
+    **{name: INDEXED_FIELDS[name] for name in ("env_family", "env_spec", "template", "outcome", "action",
+                                               "reward_unit", "time_unix_ms")},
+    "first_unix_ms": models.PayloadSchemaType.INTEGER,
+    "kind": models.PayloadSchemaType.KEYWORD,
+    "state": models.PayloadSchemaType.KEYWORD,  # a gone-cold episode's: moving, then cold (store.py)
 }
 # What a point stored before these fields existed counts as.
 FORMULA_DEFAULTS = {"reward_unit": 0.0, "outcome_value": 0.0}

@@ -7,11 +7,17 @@ from `episode.completed`, which rewrites the episode's steps with the outcome, t
 policy version and each step's cost. The subjects are not ordered; the store keeps the complete version, and
 the completed episode replaces what an earlier attempt of it (cut short by a crash, retried under the same id)
 left pending.
+
+Tiers (seed 004 §5.1, docs/memory.md): a background task compacts old and low-value episodes into the cold
+collection every `memory.tiers.every_s`, or after `memory.tiers.after_writes` writes; `Compact` runs one now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import time
 import uuid
 
 import grpc
@@ -25,16 +31,18 @@ from evoskill.core.memory import (
     weights_for,
 )
 from evoskill.core.memory.experience import OUTCOMES
+from evoskill.core.memory.tiers import Limits
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.query import filter_conditions
 from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2, memory_pb2_grpc
 from evoskill.platform.bus import Bus, Subjects
-from evoskill.platform.config import MemorySettings, Settings
+from evoskill.platform.config import MemorySettings, MemoryTiersSettings, Settings
 from evoskill.platform.rpc import rpc_method
 from evoskill.platform.service import ServiceParts
 
 SERVICE_NAME = "evoskill.memory.v1.MemoryService"
+log = logging.getLogger(__name__)
 
 
 def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) -> Retrieval:
@@ -57,7 +65,41 @@ def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) ->
         recall=request.recall or defaults.recall, weights=weights, taken_actions=tuple(request.taken_actions),
         env_spec=request.env_spec, env_family=request.env_family, template=request.template,
         outcomes=tuple(OUTCOMES[o] for o in request.outcomes), alternatives=request.alternatives,
+        cold_fill=defaults.tiers.cold_fill,
     )
+
+
+def limits_of(tiers: MemoryTiersSettings) -> Limits:
+    return Limits(hot_max=tiers.hot_max, max_age_ms=int(tiers.max_age_days * 86_400_000),
+                  low_value_below=tiers.low_value_below, min_age_ms=int(tiers.min_age_s * 1000))
+
+
+async def compact(store: ExperienceStore, tiers: MemoryTiersSettings) -> memory_pb2.CompactReply:
+    """One compaction in a worker thread (writes and retrievals go on between its batches)."""
+    moved, episodes, reasons = await asyncio.to_thread(store.compact, limits_of(tiers), tiers.batch)
+    if moved:
+        log.info("compaction: %d experiences of %d episodes summarised into %s (%s)", moved, episodes, store.cold,
+                 ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())))
+    return memory_pb2.CompactReply(moved=moved, episodes=episodes, reasons=reasons)
+
+
+POLL_S = 1.0  # how often the compactor looks at the writes since the last compaction
+
+
+async def compact_forever(store: ExperienceStore, tiers: MemoryTiersSettings) -> None:
+    """The background compactor: every `every_s`, or once `after_writes` experiences were stored since the last
+    compaction, whichever comes first. A failed compaction is logged and tried again at the next turn."""
+    last = time.monotonic()
+    while True:
+        await asyncio.sleep(min(POLL_S, tiers.every_s))
+        by_writes = tiers.after_writes and store.written >= tiers.after_writes
+        if not by_writes and time.monotonic() - last < tiers.every_s:
+            continue
+        last = time.monotonic()
+        try:
+            await compact(store, tiers)
+        except Exception:  # Qdrant unreachable, a server error: the next turn tries again
+            log.exception("compaction failed; trying again in %.0f s", tiers.every_s)
 
 
 DEFAULT_PAGE = 100
@@ -119,13 +161,27 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             raise InvalidInput("the filter is empty: set a field, or all to delete every unit")
         return memory_pb2.DeleteReply(deleted=await asyncio.to_thread(self.store.delete, conditions))
 
+    @rpc_method
+    async def Stats(self, request: memory_pb2.StatsRequest, context: grpc.aio.ServicerContext) -> memory_pb2.StatsReply:
+        reply = await asyncio.to_thread(self.store.stats)
+        reply.limits = json.dumps(self.settings.tiers.model_dump(), sort_keys=True)
+        return reply
+
+    @rpc_method
+    async def Compact(
+        self, request: memory_pb2.CompactRequest, context: grpc.aio.ServicerContext
+    ) -> memory_pb2.CompactReply:
+        return await compact(self.store, self.settings.tiers)
+
 
 def open_store(settings: Settings) -> ExperienceStore:
     """The configured collection (blocking). Local mode: fails while another process holds the folder."""
     featurizer = make_featurizer(settings)  # MiniLM: ~0.5 s, or ~9 s on the first start (ONNX export)
     client = open_qdrant(settings)
     try:
-        return ExperienceStore(client, settings.qdrant.collection, featurizer, indexed=bool(settings.qdrant.url))
+        return ExperienceStore(client, settings.qdrant.collection, featurizer, indexed=bool(settings.qdrant.url),
+                               cold_collection=settings.qdrant.cold_collection,
+                               disk=None if settings.qdrant.url else settings.qdrant_path)
     except BaseException:
         client.close()
         raise
@@ -147,7 +203,11 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     async def close() -> None:
         await asyncio.to_thread(store.close)
 
+    async def compactor() -> None:
+        await compact_forever(store, settings.memory.tiers)
+
     return ServiceParts(
         registrations=[(memory_pb2_grpc.add_MemoryServiceServicer_to_server, servicer, SERVICE_NAME)],
+        background=[compactor] if settings.memory.tiers.compact else [],
         closers=[close],
     )

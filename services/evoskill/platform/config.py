@@ -108,7 +108,9 @@ class TemporalSettings(_Group):
 
 class QdrantSettings(_Group):
     url: str = Field("", description="External Qdrant URL; empty = local mode on disk under the state folder")
-    collection: str = Field("experiences", description="Collection of experience units")
+    collection: str = Field("experiences", description="Collection of experience units (the hot tier)")
+    cold_collection: str = Field("", description="Collection of the cold tier's summaries (memory.tiers); empty = "
+                                 "<collection>_cold")
     api_key: SecretStr = Field(SecretStr(""), description="API key for an external Qdrant (from the environment or a "
                                "Kubernetes Secret; never written to a settings file)")
 
@@ -294,6 +296,31 @@ class LearnerSettings(_Group):
     )
 
 
+class MemoryTiersSettings(_Group):
+    """Seed 004 §5.1: hot experiences, and old or low-value ones summarised (no LLM) into the cold collection and
+    dropped from hot, whole episodes at a time, by a compaction the memory service runs in the background
+    (docs/memory.md#tiers-and-retention)."""
+
+    compact: bool = Field(True, description="Run compactions in the memory service (off: hot keeps everything)")
+    hot_max: int = Field(20_000, ge=0, description="Experiences hot keeps at most; beyond, the oldest episodes go "
+                         "cold (0 = no limit). 20k: where Qdrant local mode's brute force starts to warn")
+    max_age_days: float = Field(30.0, ge=0, description="Episodes whose latest write is older go cold (0 = no limit)")
+    low_value_below: float = Field(
+        -0.5, ge=-1.0, le=1.0, description="Episodes whose best experience is worth less go cold (worth: won 1; "
+        "lost the mean of tanh(step reward) and the outcome value; pending tanh(step reward)); -1 = none. -0.5: "
+        "lost, nothing scored, every step's reward negative"
+    )
+    min_age_s: float = Field(3600.0, ge=0, description="Episodes written more recently never go cold, whatever the "
+                             "limits (hot may then exceed hot_max): far beyond any redelivery of their events")
+    every_s: float = Field(300.0, gt=0, description="Seconds between compactions")
+    after_writes: int = Field(2000, ge=0, description="Also compact once this many experiences were stored since "
+                              "the last compaction (0 = by time only)")
+    batch: int = Field(1000, ge=1, description="Experiences summarised per step of a compaction (whole episodes; "
+                       "a run takes steps until the limits hold)")
+    cold_fill: bool = Field(True, description="A retrieval whose hot results are fewer than its limit is filled "
+                            "with cold summaries (flagged cold), scored by the same formula")
+
+
 class MemorySettings(_Group):
     """Seed 004 §2: experience units in Qdrant, two-stage retrieval (recall under filters, then a formula
     re-score by similarity, reward, outcome and novelty, then MMR); docs/memory.md."""
@@ -313,6 +340,7 @@ class MemorySettings(_Group):
         "+ reward * tanh(step reward) + outcome * outcome value + novelty / (1 + times the session took the action); "
         "diversity = MMR's trade-off (docs/memory.md)",
     )
+    tiers: MemoryTiersSettings = Field(default_factory=MemoryTiersSettings)  # type: ignore[arg-type]
 
     @field_validator("profiles", mode="before")
     @classmethod

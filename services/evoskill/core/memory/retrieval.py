@@ -74,6 +74,7 @@ class Retrieval:
     template: str = ""
     outcomes: tuple[str, ...] = ()  # payload names ("won", "lost", "pending"); empty = every outcome
     alternatives: bool = False  # only other actions than taken_actions, with an acceptable outcome
+    cold_fill: bool = False  # fewer hot results than `limit`: the rest from the cold tier's summaries
 
     def __post_init__(self) -> None:
         if not self.goal and not self.state:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/memory/v1/memory.proto\x12\x12\x65voskill.memory.v1\"\xf2\x03\n\nExperience\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04goal\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\t\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0f\n\x07success\x18\x08 \x01(\x08\x12\x10\n\x08\x65nv_spec\x18\t \x01(\t\x12\x12\n\nepisode_id\x18\n \x01(\t\x12\x12\n\nstep_index\x18\x0b \x01(\x05\x12>\n\x08metadata\x18\x0c \x03(\x0b\x32,.evoskill.memory.v1.Experience.MetadataEntry\x12,\n\x07outcome\x18\r \x01(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x15\n\repisode_score\x18\x0e \x01(\x01\x12\x12\n\nenv_family\x18\x0f \x01(\t\x12\x12\n\nsession_id\x18\x10 \x01(\t\x12\x16\n\x0epolicy_version\x18\x11 \x01(\t\x12\r\n\x05\x61gent\x18\x12 \x01(\t\x12\x11\n\tenv_steps\x18\x13 \x01(\x05\x12\x14\n\x0ctime_unix_ms\x18\x14 \x01(\x03\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0cStoreRequest\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"\x1c\n\nStoreReply\x12\x0e\n\x06stored\x18\x01 \x01(\x05\"\xa6\x03\n\x0fRetrieveRequest\x12\x0c\n\x04goal\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06recall\x18\x04 \x01(\x05\x12\x1a\n\rreward_weight\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tdiversity\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x10\n\x08\x65nv_spec\x18\x07 \x01(\t\x12\x0f\n\x07profile\x18\x08 \x01(\t\x12\x1b\n\x0eoutcome_weight\x18\t \x01(\x01H\x02\x88\x01\x01\x12\x1b\n\x0enovelty_weight\x18\n \x01(\x01H\x03\x88\x01\x01\x12\x15\n\rtaken_actions\x18\x0b \x03(\t\x12\x12\n\nenv_family\x18\x0c \x01(\t\x12\x10\n\x08template\x18\r \x01(\t\x12-\n\x08outcomes\x18\x0e \x03(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x14\n\x0c\x61lternatives\x18\x0f \x01(\x08\x42\x10\n\x0e_reward_weightB\x0c\n\n_diversityB\x11\n\x0f_outcome_weightB\x11\n\x0f_novelty_weight\"i\n\x10ScoredExperience\x12\x32\n\nexperience\x18\x01 \x01(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x12\n\nsimilarity\x18\x03 \x01(\x01\"F\n\rRetrieveReply\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.evoskill.memory.v1.ScoredExperience\"\x9d\x01\n\x0cMemoryFilter\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x12\n\nenv_family\x18\x02 \x01(\t\x12-\n\x08outcomes\x18\x03 \x03(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x12\n\nsession_id\x18\x06 \x01(\t\"b\n\x0bListRequest\x12\x30\n\x06\x66ilter\x18\x01 \x01(\x0b\x32 .evoskill.memory.v1.MemoryFilter\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"j\n\tListReply\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x0f\n\x07matched\x18\x03 \x01(\x03\"\x19\n\nGetRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"?\n\x08GetReply\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"N\n\rDeleteRequest\x12\x30\n\x06\x66ilter\x18\x01 \x01(\x0b\x32 .evoskill.memory.v1.MemoryFilter\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\"\x1e\n\x0b\x44\x65leteReply\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03*A\n\x07Outcome\x12\x13\n\x0fOUTCOME_PENDING\x10\x00\x12\x0f\n\x0bOUTCOME_WON\x10\x01\x12\x10\n\x0cOUTCOME_LOST\x10\x02\x32\x89\x03\n\rMemoryService\x12I\n\x05Store\x12 .evoskill.memory.v1.StoreRequest\x1a\x1e.evoskill.memory.v1.StoreReply\x12R\n\x08Retrieve\x12#.evoskill.memory.v1.RetrieveRequest\x1a!.evoskill.memory.v1.RetrieveReply\x12\x46\n\x04List\x12\x1f.evoskill.memory.v1.ListRequest\x1a\x1d.evoskill.memory.v1.ListReply\x12\x43\n\x03Get\x12\x1e.evoskill.memory.v1.GetRequest\x1a\x1c.evoskill.memory.v1.GetReply\x12L\n\x06\x44\x65lete\x12!.evoskill.memory.v1.DeleteRequest\x1a\x1f.evoskill.memory.v1.DeleteReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65voskill/memory/v1/memory.proto\x12\x12\x65voskill.memory.v1\"\xf2\x03\n\nExperience\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04goal\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\t\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0f\n\x07success\x18\x08 \x01(\x08\x12\x10\n\x08\x65nv_spec\x18\t \x01(\t\x12\x12\n\nepisode_id\x18\n \x01(\t\x12\x12\n\nstep_index\x18\x0b \x01(\x05\x12>\n\x08metadata\x18\x0c \x03(\x0b\x32,.evoskill.memory.v1.Experience.MetadataEntry\x12,\n\x07outcome\x18\r \x01(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x15\n\repisode_score\x18\x0e \x01(\x01\x12\x12\n\nenv_family\x18\x0f \x01(\t\x12\x12\n\nsession_id\x18\x10 \x01(\t\x12\x16\n\x0epolicy_version\x18\x11 \x01(\t\x12\r\n\x05\x61gent\x18\x12 \x01(\t\x12\x11\n\tenv_steps\x18\x13 \x01(\x05\x12\x14\n\x0ctime_unix_ms\x18\x14 \x01(\x03\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0cStoreRequest\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"\x1c\n\nStoreReply\x12\x0e\n\x06stored\x18\x01 \x01(\x05\"\xa6\x03\n\x0fRetrieveRequest\x12\x0c\n\x04goal\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06recall\x18\x04 \x01(\x05\x12\x1a\n\rreward_weight\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tdiversity\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x10\n\x08\x65nv_spec\x18\x07 \x01(\t\x12\x0f\n\x07profile\x18\x08 \x01(\t\x12\x1b\n\x0eoutcome_weight\x18\t \x01(\x01H\x02\x88\x01\x01\x12\x1b\n\x0enovelty_weight\x18\n \x01(\x01H\x03\x88\x01\x01\x12\x15\n\rtaken_actions\x18\x0b \x03(\t\x12\x12\n\nenv_family\x18\x0c \x01(\t\x12\x10\n\x08template\x18\r \x01(\t\x12-\n\x08outcomes\x18\x0e \x03(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x14\n\x0c\x61lternatives\x18\x0f \x01(\x08\x42\x10\n\x0e_reward_weightB\x0c\n\n_diversityB\x11\n\x0f_outcome_weightB\x11\n\x0f_novelty_weight\"\x8b\x01\n\x10ScoredExperience\x12\x32\n\nexperience\x18\x01 \x01(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x12\n\nsimilarity\x18\x03 \x01(\x01\x12\x0c\n\x04\x63old\x18\x04 \x01(\x08\x12\x12\n\nsummarised\x18\x05 \x01(\x03\"F\n\rRetrieveReply\x12\x35\n\x07results\x18\x01 \x03(\x0b\x32$.evoskill.memory.v1.ScoredExperience\"\x9d\x01\n\x0cMemoryFilter\x12\x10\n\x08\x65nv_spec\x18\x01 \x01(\t\x12\x12\n\nenv_family\x18\x02 \x01(\t\x12-\n\x08outcomes\x18\x03 \x03(\x0e\x32\x1b.evoskill.memory.v1.Outcome\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x10\n\x08template\x18\x05 \x01(\t\x12\x12\n\nsession_id\x18\x06 \x01(\t\"b\n\x0bListRequest\x12\x30\n\x06\x66ilter\x18\x01 \x01(\x0b\x32 .evoskill.memory.v1.MemoryFilter\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"j\n\tListReply\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x0f\n\x07matched\x18\x03 \x01(\x03\"\x19\n\nGetRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"?\n\x08GetReply\x12\x33\n\x0b\x65xperiences\x18\x01 \x03(\x0b\x32\x1e.evoskill.memory.v1.Experience\"N\n\rDeleteRequest\x12\x30\n\x06\x66ilter\x18\x01 \x01(\x0b\x32 .evoskill.memory.v1.MemoryFilter\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\"\x1e\n\x0b\x44\x65leteReply\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03\"\x0e\n\x0cStatsRequest\"n\n\tTierStats\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06points\x18\x02 \x01(\x03\x12\x16\n\x0eoldest_unix_ms\x18\x03 \x01(\x03\x12\x16\n\x0enewest_unix_ms\x18\x04 \x01(\x03\x12\r\n\x05\x62ytes\x18\x05 \x01(\x03\"\xf0\x01\n\nStatsReply\x12*\n\x03hot\x18\x01 \x01(\x0b\x32\x1d.evoskill.memory.v1.TierStats\x12+\n\x04\x63old\x18\x02 \x01(\x0b\x32\x1d.evoskill.memory.v1.TierStats\x12\x12\n\nsummarised\x18\x03 \x01(\x03\x12\x1b\n\x13summarised_episodes\x18\x04 \x01(\x03\x12\x13\n\x0b\x63ompactions\x18\x05 \x01(\x03\x12\x1f\n\x17last_compaction_unix_ms\x18\x06 \x01(\x03\x12\x12\n\nlast_moved\x18\x07 \x01(\x03\x12\x0e\n\x06limits\x18\x08 \x01(\t\"\x10\n\x0e\x43ompactRequest\"\x9f\x01\n\x0c\x43ompactReply\x12\r\n\x05moved\x18\x01 \x01(\x03\x12\x10\n\x08\x65pisodes\x18\x02 \x01(\x03\x12>\n\x07reasons\x18\x03 \x03(\x0b\x32-.evoskill.memory.v1.CompactReply.ReasonsEntry\x1a.\n\x0cReasonsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*A\n\x07Outcome\x12\x13\n\x0fOUTCOME_PENDING\x10\x00\x12\x0f\n\x0bOUTCOME_WON\x10\x01\x12\x10\n\x0cOUTCOME_LOST\x10\x02\x32\xa5\x04\n\rMemoryService\x12I\n\x05Store\x12 .evoskill.memory.v1.StoreRequest\x1a\x1e.evoskill.memory.v1.StoreReply\x12R\n\x08Retrieve\x12#.evoskill.memory.v1.RetrieveRequest\x1a!.evoskill.memory.v1.RetrieveReply\x12\x46\n\x04List\x12\x1f.evoskill.memory.v1.ListRequest\x1a\x1d.evoskill.memory.v1.ListReply\x12\x43\n\x03Get\x12\x1e.evoskill.memory.v1.GetRequest\x1a\x1c.evoskill.memory.v1.GetReply\x12L\n\x06\x44\x65lete\x12!.evoskill.memory.v1.DeleteRequest\x1a\x1f.evoskill.memory.v1.DeleteReply\x12I\n\x05Stats\x12 .evoskill.memory.v1.StatsRequest\x1a\x1e.evoskill.memory.v1.StatsReply\x12O\n\x07\x43ompact\x12\".evoskill.memory.v1.CompactRequest\x1a .evoskill.memory.v1.CompactReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_EXPERIENCE_METADATAENTRY']._loaded_options = None
   _globals['_EXPERIENCE_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_OUTCOME']._serialized_start=1831
-  _globals['_OUTCOME']._serialized_end=1896
+  _globals['_COMPACTREPLY_REASONSENTRY']._loaded_options = None
+  _globals['_COMPACTREPLY_REASONSENTRY']._serialized_options = b'8\001'
+  _globals['_OUTCOME']._serialized_start=2417
+  _globals['_OUTCOME']._serialized_end=2482
   _globals['_EXPERIENCE']._serialized_start=56
   _globals['_EXPERIENCE']._serialized_end=554
   _globals['_EXPERIENCE_METADATAENTRY']._serialized_start=507
@@ -45,24 +47,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOREREPLY']._serialized_end=653
   _globals['_RETRIEVEREQUEST']._serialized_start=656
   _globals['_RETRIEVEREQUEST']._serialized_end=1078
-  _globals['_SCOREDEXPERIENCE']._serialized_start=1080
-  _globals['_SCOREDEXPERIENCE']._serialized_end=1185
-  _globals['_RETRIEVEREPLY']._serialized_start=1187
-  _globals['_RETRIEVEREPLY']._serialized_end=1257
-  _globals['_MEMORYFILTER']._serialized_start=1260
-  _globals['_MEMORYFILTER']._serialized_end=1417
-  _globals['_LISTREQUEST']._serialized_start=1419
-  _globals['_LISTREQUEST']._serialized_end=1517
-  _globals['_LISTREPLY']._serialized_start=1519
-  _globals['_LISTREPLY']._serialized_end=1625
-  _globals['_GETREQUEST']._serialized_start=1627
-  _globals['_GETREQUEST']._serialized_end=1652
-  _globals['_GETREPLY']._serialized_start=1654
-  _globals['_GETREPLY']._serialized_end=1717
-  _globals['_DELETEREQUEST']._serialized_start=1719
-  _globals['_DELETEREQUEST']._serialized_end=1797
-  _globals['_DELETEREPLY']._serialized_start=1799
-  _globals['_DELETEREPLY']._serialized_end=1829
-  _globals['_MEMORYSERVICE']._serialized_start=1899
-  _globals['_MEMORYSERVICE']._serialized_end=2292
+  _globals['_SCOREDEXPERIENCE']._serialized_start=1081
+  _globals['_SCOREDEXPERIENCE']._serialized_end=1220
+  _globals['_RETRIEVEREPLY']._serialized_start=1222
+  _globals['_RETRIEVEREPLY']._serialized_end=1292
+  _globals['_MEMORYFILTER']._serialized_start=1295
+  _globals['_MEMORYFILTER']._serialized_end=1452
+  _globals['_LISTREQUEST']._serialized_start=1454
+  _globals['_LISTREQUEST']._serialized_end=1552
+  _globals['_LISTREPLY']._serialized_start=1554
+  _globals['_LISTREPLY']._serialized_end=1660
+  _globals['_GETREQUEST']._serialized_start=1662
+  _globals['_GETREQUEST']._serialized_end=1687
+  _globals['_GETREPLY']._serialized_start=1689
+  _globals['_GETREPLY']._serialized_end=1752
+  _globals['_DELETEREQUEST']._serialized_start=1754
+  _globals['_DELETEREQUEST']._serialized_end=1832
+  _globals['_DELETEREPLY']._serialized_start=1834
+  _globals['_DELETEREPLY']._serialized_end=1864
+  _globals['_STATSREQUEST']._serialized_start=1866
+  _globals['_STATSREQUEST']._serialized_end=1880
+  _globals['_TIERSTATS']._serialized_start=1882
+  _globals['_TIERSTATS']._serialized_end=1992
+  _globals['_STATSREPLY']._serialized_start=1995
+  _globals['_STATSREPLY']._serialized_end=2235
+  _globals['_COMPACTREQUEST']._serialized_start=2237
+  _globals['_COMPACTREQUEST']._serialized_end=2253
+  _globals['_COMPACTREPLY']._serialized_start=2256
+  _globals['_COMPACTREPLY']._serialized_end=2415
+  _globals['_COMPACTREPLY_REASONSENTRY']._serialized_start=2369
+  _globals['_COMPACTREPLY_REASONSENTRY']._serialized_end=2415
+  _globals['_MEMORYSERVICE']._serialized_start=2485
+  _globals['_MEMORYSERVICE']._serialized_end=3034
 # @@protoc_insertion_point(module_scope)

@@ -114,14 +114,18 @@ class RetrieveRequest(_message.Message):
     def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ..., profile: _Optional[str] = ..., outcome_weight: _Optional[float] = ..., novelty_weight: _Optional[float] = ..., taken_actions: _Optional[_Iterable[str]] = ..., env_family: _Optional[str] = ..., template: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[Outcome, str]]] = ..., alternatives: _Optional[bool] = ...) -> None: ...
 
 class ScoredExperience(_message.Message):
-    __slots__ = ("experience", "score", "similarity")
+    __slots__ = ("experience", "score", "similarity", "cold", "summarised")
     EXPERIENCE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    COLD_FIELD_NUMBER: _ClassVar[int]
+    SUMMARISED_FIELD_NUMBER: _ClassVar[int]
     experience: Experience
     score: float
     similarity: float
-    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ...) -> None: ...
+    cold: bool
+    summarised: int
+    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., cold: _Optional[bool] = ..., summarised: _Optional[int] = ...) -> None: ...
 
 class RetrieveReply(_message.Message):
     __slots__ = ("results",)
@@ -190,3 +194,62 @@ class DeleteReply(_message.Message):
     DELETED_FIELD_NUMBER: _ClassVar[int]
     deleted: int
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TierStats(_message.Message):
+    __slots__ = ("collection", "points", "oldest_unix_ms", "newest_unix_ms", "bytes")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    points: int
+    oldest_unix_ms: int
+    newest_unix_ms: int
+    bytes: int
+    def __init__(self, collection: _Optional[str] = ..., points: _Optional[int] = ..., oldest_unix_ms: _Optional[int] = ..., newest_unix_ms: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class StatsReply(_message.Message):
+    __slots__ = ("hot", "cold", "summarised", "summarised_episodes", "compactions", "last_compaction_unix_ms", "last_moved", "limits")
+    HOT_FIELD_NUMBER: _ClassVar[int]
+    COLD_FIELD_NUMBER: _ClassVar[int]
+    SUMMARISED_FIELD_NUMBER: _ClassVar[int]
+    SUMMARISED_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMPACTION_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_MOVED_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    hot: TierStats
+    cold: TierStats
+    summarised: int
+    summarised_episodes: int
+    compactions: int
+    last_compaction_unix_ms: int
+    last_moved: int
+    limits: str
+    def __init__(self, hot: _Optional[_Union[TierStats, _Mapping]] = ..., cold: _Optional[_Union[TierStats, _Mapping]] = ..., summarised: _Optional[int] = ..., summarised_episodes: _Optional[int] = ..., compactions: _Optional[int] = ..., last_compaction_unix_ms: _Optional[int] = ..., last_moved: _Optional[int] = ..., limits: _Optional[str] = ...) -> None: ...
+
+class CompactRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CompactReply(_message.Message):
+    __slots__ = ("moved", "episodes", "reasons")
+    class ReasonsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MOVED_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    moved: int
+    episodes: int
+    reasons: _containers.ScalarMap[str, int]
+    def __init__(self, moved: _Optional[int] = ..., episodes: _Optional[int] = ..., reasons: _Optional[_Mapping[str, int]] = ...) -> None: ...

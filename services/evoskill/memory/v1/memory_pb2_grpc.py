@@ -60,6 +60,16 @@ class MemoryServiceStub:
                 request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteReply.FromString,
                 _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/evoskill.memory.v1.MemoryService/Stats',
+                request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.StatsRequest.SerializeToString,
+                response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.StatsReply.FromString,
+                _registered_method=True)
+        self.Compact = channel.unary_unary(
+                '/evoskill.memory.v1.MemoryService/Compact',
+                request_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.CompactRequest.SerializeToString,
+                response_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.CompactReply.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -98,6 +108,19 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """Tiers (seed 004 §5.1, docs/memory.md): both tiers' sizes and the compactions so far; a compaction now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Compact(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +148,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteRequest.FromString,
                     response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteReply.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.StatsRequest.FromString,
+                    response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.StatsReply.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.CompactRequest.FromString,
+                    response_serializer=evoskill_dot_memory_dot_v1_dot_memory__pb2.CompactReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +296,60 @@ class MemoryService:
             '/evoskill.memory.v1.MemoryService/Delete',
             evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteRequest.SerializeToString,
             evoskill_dot_memory_dot_v1_dot_memory__pb2.DeleteReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.memory.v1.MemoryService/Stats',
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.StatsRequest.SerializeToString,
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.StatsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoskill.memory.v1.MemoryService/Compact',
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.CompactRequest.SerializeToString,
+            evoskill_dot_memory_dot_v1_dot_memory__pb2.CompactReply.FromString,
             options,
             channel_credentials,
             insecure,
