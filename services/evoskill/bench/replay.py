@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ MODES = {"quiet": True, "full": False}  # ScienceWorldAdapter.quiet_replays
 
 def gold_prefix(spec: str, seed: int, steps: int) -> list[str]:
     """The first `steps` actions of the train-fold gold path that leave the episode running."""
-    with make_env(spec) as env:
+    with closing(make_env(spec)) as env:
         env.reset(seed=seed, fold="train")
         taken: list[str] = []
         for action in (env.gold_path() or [])[:steps]:
@@ -42,7 +43,7 @@ def gold_prefix(spec: str, seed: int, steps: int) -> list[str]:
 def time_restores(spec: str, seed: int, actions: list[str], repeats: int) -> dict[str, list[float]]:
     """Seconds per restore of the state after `actions`, per mode, the modes in ABBA order."""
     seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
-    with make_env(spec, gold_path=False) as env:
+    with closing(make_env(spec, gold_path=False)) as env:
         if not hasattr(env, "quiet_replays"):
             raise ValueError(f"{spec}: its adapter replays nothing (a native state copy or in-place snapshots)")
         env.reset(seed=seed, fold="train")
