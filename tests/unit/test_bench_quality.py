@@ -50,7 +50,7 @@ def test_every_seed_shares_the_callers_game_cache_unless_one_is_set(
 ) -> None:
     monkeypatch.delenv(GAME_CACHE_VAR, raising=False)
     monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
-    assert shared_game_cache({}) == {GAME_CACHE_VAR: str(tmp_path / "state" / "cache" / "textworld")}
+    assert shared_game_cache({}) == {GAME_CACHE_VAR: str(tmp_path / "state" / "cache")}
     assert shared_game_cache({GAME_CACHE_VAR: "mine"}) == {}
     monkeypatch.setenv(GAME_CACHE_VAR, "theirs")
     assert shared_game_cache({}) == {}

@@ -171,7 +171,7 @@ def test_config_says_where_each_value_came_from_as_yaml_json_or_a_table(tmp_path
     assert "3.0" in line and "file" in line and "EVOSKILL_SEARCH__C_PUCT" in line
     cells = [c.strip() for c in next(ln for ln in table if " nats.auth " in ln).split("│")]
     assert cells[2:5] == ["true", "default", "true"]  # as a settings file writes it, not Python's True
-    cells = [c.strip() for c in next(ln for ln in table if " sandbox.textworld_cache_dir " in ln).split("│")]
+    cells = [c.strip() for c in next(ln for ln in table if " envs.cache_dir " in ln).split("│")]
     assert cells[2:5] == ["null", "default", "null"]
     bad = subprocess.run([sys.executable, "-m", "evoskill", "config", "--format", "xml"], env=env,
                          capture_output=True, text=True, timeout=120)

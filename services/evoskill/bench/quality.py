@@ -36,7 +36,7 @@ from evoskill.core.agent import AgentKind
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import git_revision, write_report
 
-GAME_CACHE_VAR = "EVOSKILL_SANDBOX__TEXTWORLD_CACHE_DIR"
+GAME_CACHE_VAR = "EVOSKILL_ENVS__CACHE_DIR"
 
 
 def setting_overrides(pairs: list[str]) -> dict[str, str]:
@@ -69,9 +69,9 @@ def shared_game_cache(overrides: dict[str, str]) -> dict[str, str]:
     environment is kept; the folder stays out of the recorded settings."""
     if GAME_CACHE_VAR in overrides or GAME_CACHE_VAR in os.environ:
         return {}
-    from evoskill.sandbox.service import textworld_cache_dir  # the sandbox's own default, not its gRPC at import
+    from evoskill.sandbox.service import envs_cache_dir  # the sandbox's own default, not its gRPC at import
 
-    return {GAME_CACHE_VAR: textworld_cache_dir(Settings())}
+    return {GAME_CACHE_VAR: str(envs_cache_dir(Settings()))}
 
 
 def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]:

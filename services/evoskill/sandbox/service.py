@@ -21,6 +21,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 
@@ -78,9 +79,14 @@ def simulate_budget(time_remaining: float | None) -> float | None:
     return max(time_remaining * (1 - REPLY_SHARE) - REPLY_S, 0.0)
 
 
+def envs_cache_dir(settings: Settings) -> Path:
+    """Where environments keep what they generate (`envs.cache_dir`), absolute."""
+    return (settings.envs.cache_dir or settings.state_dir / "cache").resolve()
+
+
 def textworld_cache_dir(settings: Settings) -> str:
     """Where tw-make's games are kept, shared by every environment of the stack (absolute)."""
-    return str((settings.sandbox.textworld_cache_dir or settings.state_dir / "cache" / "textworld").resolve())
+    return str(envs_cache_dir(settings) / "textworld")
 
 
 def _writable_by_workers(folder: str, run_as: str) -> None:
