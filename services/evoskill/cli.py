@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
@@ -561,8 +562,12 @@ def _run_client(main):  # type: ignore[no-untyped-def]
             terminated = True
             task.cancel()
 
+        # Signals reach the main thread only: a command run in another (a test's runner, an embedding app) keeps
+        # its host's handling.
+        handles = threading.current_thread() is threading.main_thread()
         before = signal.getsignal(signal.SIGTERM)
-        loop.add_signal_handler(signal.SIGTERM, terminate)
+        if handles:
+            loop.add_signal_handler(signal.SIGTERM, terminate)
         try:
             return await main()
         except asyncio.CancelledError:
@@ -571,8 +576,9 @@ def _run_client(main):  # type: ignore[no-untyped-def]
             task.uncancel()
             return None
         finally:
-            loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, before)  # the loop's removal leaves the default, not what was there
+            if handles:
+                loop.remove_signal_handler(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, before)  # the loop's removal leaves the default, not what was there
 
     try:
         result = asyncio.run(until_terminated())
