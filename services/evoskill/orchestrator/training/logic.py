@@ -67,11 +67,14 @@ class TrainingParams:
     metrics_dir: str = ""             # "" = <state_dir>/train/<workflow id> on the worker
 
 
+MIN_WAIT_S = 0.001  # timedelta keeps microseconds: a shorter timeout becomes 0, which Temporal refuses
+
+
 def input_problems(envs: Sequence[str], seed: int, seconds: dict[str, float], numbers: dict[str, float],
                    versions: dict[str, str]) -> list[str]:
     """What a workflow's inputs break of the limits every service edge applies (`core.limits`), each naming
     the field and echoing a bounded prefix: the environment specs (at least one, each within its length), the
-    seed, timeouts (finite seconds in (0, MAX_WAIT_S]: Temporal's timedelta raises on NaN or infinity, and a
+    seed, timeouts (finite seconds in [MIN_WAIT_S, MAX_WAIT_S]: Temporal's timedelta raises on NaN or infinity, and a
     workflow task that raises is retried for ever), any other number (finite) and policy versions (ids)."""
     problems = []
     if not envs or not all(envs):
@@ -84,8 +87,8 @@ def input_problems(envs: Sequence[str], seed: int, seconds: dict[str, float], nu
     if not 0 <= seed <= MAX_SEED:
         problems.append(f"seed must be in [0, {MAX_SEED}] (got {limits.shown(seed)})")
     for name, value in seconds.items():
-        if not 0 < value <= limits.MAX_WAIT_S:  # NaN compares False
-            problems.append(f"{name} must be a number of seconds in (0, {limits.MAX_WAIT_S:g}] "
+        if not MIN_WAIT_S <= value <= limits.MAX_WAIT_S:  # NaN compares False
+            problems.append(f"{name} must be a number of seconds in [{MIN_WAIT_S:g}, {limits.MAX_WAIT_S:g}] "
                             f"(got {limits.shown(value)})")
     for name, number in numbers.items():
         if not (math.isfinite(number) and abs(number) <= limits.MAX_MAGNITUDE):
