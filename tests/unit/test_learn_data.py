@@ -179,3 +179,23 @@ def test_vocab_grows_until_full_then_maps_to_unknown() -> None:
     assert [vocab.add(t) for t in ("a", "b", "c", "a", "")] == [1, 2, 0, 1, 0]
     assert vocab.get("never seen") == 0 and len(vocab) == 3
     assert SkillVocab.from_dict(vocab.to_dict()).templates == ["a", "b"]
+
+
+def test_an_unlisted_action_is_matched_to_the_listed_one_naming_it() -> None:
+    from evoskill.core.learn.data import listed_equivalent
+
+    listed = ["focus on outside", "focus on hatchling hatchling turtle", "activate stopwatch", "move seed jar"]
+    assert listed_equivalent("focus on hatchling turtle in outside", listed) == 1  # the longest leading part
+    assert listed_equivalent("activate stopwatch in inventory", listed) == 2
+    assert listed_equivalent("move pea seed in seed jar to flower pot 1", listed) == -1  # not a leading part
+    assert listed_equivalent("focus on hatchling turtle", [*listed, "focus on turtle hatchling"]) == -1  # a tie
+    assert listed_equivalent("look", listed) == -1
+
+
+def test_a_demonstrated_unlisted_action_is_imitated_as_its_listed_equivalent() -> None:
+    step = make_step("Focus on the turtle.", "You see a turtle.", ["focus on turtle in outside", "wait"], 0)
+    step.transition.before.ClearField("valid_actions")
+    step.transition.before.valid_actions.extend(["wait", "focus on turtle turtle"])
+    step.target.actions.extend(["wait", "focus on turtle turtle"])
+    (example,) = episode_examples(make_episode("e", [step], won=True))
+    assert example.actions[example.taken] == "focus on turtle turtle" and example.visit_probs[example.taken] == 1.0

@@ -286,6 +286,11 @@ class LearnerSettings(_Group):
         "the exact-match features, the clauses a candidate names and MaxSim against them do the reading, at half "
         "the cost)"
     )
+    rename_share: float = Field(
+        0.0, ge=0.0, le=1.0, description="Share of training steps shown in a renamed world: the objects the goal and "
+        "the taken action share swapped, through goal, observation and candidates, for other steps' (core/learn/"
+        "augment.py), so θ learns to match the goal, not the training fold's names; 0 = off"
+    )
     kept_weights: int = Field(
         16, ge=1, description="Published versions whose torch weights the learner keeps, so a Train can start "
         "again from one (TrainRequest.from_version: a run that kept an earlier θ serving goes on from it)"

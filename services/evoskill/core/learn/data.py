@@ -13,6 +13,7 @@ through it, so training and serving see identical features.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -27,6 +28,29 @@ from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
 TemplateFn = Callable[[str], str]
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def listed_equivalent(action: str, listed: Sequence[str]) -> int:
+    """Index of the listed action that names what unlisted `action` does, -1 if none or several.
+
+    Gold paths say actions the valid-action lists word differently: ScienceWorld's "focus on hatchling turtle
+    in outside" is listed as "focus on hatchling hatchling turtle", "activate stopwatch in inventory" as
+    "activate stopwatch". Left unmatched, the step has nothing to imitate, and θ never learns the task's key
+    steps (3 of identify-life-stages' 4 focus steps). A listed action matches when its words are, as a set,
+    those of a leading part of `action` of at least two words (verb and object): a trailing qualifier may be
+    dropped, never a word inside ("move seed jar" is not "move pea seed in seed jar to flower pot 1"). The
+    longest such part wins; a tie matches nothing."""
+    words = _WORDS.findall(action.lower())
+    prefixes = {frozenset(words[:k]): k for k in range(2, len(words) + 1)}
+    best, index = 0, -1
+    for i, text in enumerate(listed):
+        k = prefixes.get(frozenset(_WORDS.findall(text.lower())), 0)
+        if k > best:
+            best, index = k, i
+        elif k and k == best:
+            index = -1
+    return index
 
 
 @dataclass(frozen=True)
@@ -84,7 +108,7 @@ def episode_examples(
             actions = (taken_text,)
         if not actions:
             continue
-        taken = actions.index(taken_text) if taken_text in actions else -1
+        taken = actions.index(taken_text) if taken_text in actions else listed_equivalent(taken_text, actions)
         if len(target.templates) == len(actions):
             templates = tuple(target.templates)  # the environment's own templates, from the planner
         else:

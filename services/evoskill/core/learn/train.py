@@ -36,6 +36,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import torch
 
+from evoskill.core.learn.augment import rename_batch
 from evoskill.core.learn.data import Example, TextEncoder, make_inputs
 from evoskill.core.learn.export import export_policy
 from evoskill.core.learn.losses import (
@@ -153,10 +154,14 @@ class Learner:
         extra = self.rng.choice(rest, size=min(cap - len(must), len(rest)), replace=False)
         return np.sort(np.concatenate([must, extra]))
 
-    def collate(self, examples: Sequence[Example], weights: np.ndarray | None = None) -> Batch:
+    def collate(self, examples: Sequence[Example], weights: np.ndarray | None = None, rename: bool = False) -> Batch:
+        """Tensors of `examples`; with `rename`, a `learner.rename_share` of them in a renamed world (augment.py)."""
         keeps = [self._keep(ex) for ex in examples]
         states = [(ex.goal, ex.observation) for ex in examples]
         candidates = [ex.candidates(keep) for ex, keep in zip(examples, keeps, strict=True)]
+        if rename:
+            columns = [_column(ex.taken, keep) for ex, keep in zip(examples, keeps, strict=True)]
+            states, candidates = rename_batch(states, candidates, columns, self.settings.rename_share, self.rng)
         inputs = make_inputs(self.featurizer, self.vocab.add, states, candidates)
         b, a = inputs.mask.shape
         visit_probs = np.zeros((b, a), np.float32)
@@ -273,7 +278,7 @@ class Learner:
             sample = self.replay.sample(self.settings.batch_size)
             if not sample.examples:
                 break
-            metrics, surprise = self._step(self.collate(sample.examples, sample.weights))
+            metrics, surprise = self._step(self.collate(sample.examples, sample.weights, rename=True))
             if metrics.pop("skipped", 0.0):
                 skipped += 1
                 continue
