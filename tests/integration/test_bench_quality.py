@@ -30,3 +30,26 @@ def test_the_quick_path_on_coin(tmp_path: Path) -> None:
     assert runs == {"random": 1, "uniform-prior MCTS": 1, "θ + MCTS (policy+mcts)": 2, "θ alone (policy)": 2}
     mcts = next(a for a in result["agents"] if a["agent"] == "uniform-prior MCTS")
     assert mcts["env_steps_mean"] > 0 and result["settings"] == {"EVOSKILL_LEARNER__HIDDEN": "32"}
+
+
+@pytest.mark.timeout(2400)  # five stacks (one a row) brought up and down, and an online epoch
+def test_the_quick_ablation_on_coin(tmp_path: Path) -> None:
+    from evoskill.bench.ablation import ABLATIONS, run_ablation_bench
+
+    tiny = Budget(library_episodes=4, gradient_steps=5, test_episodes=2, max_steps=6, simulations=2, wall_time_s=900,
+                  batch_size=8, parallel=2, episodes_per_epoch=1, train_simulations=2, train_eval_episodes=1)
+    suite = replace(SUITES["coin"], quick=tiny)
+    out = tmp_path / "ablate.json"
+    result = run_ablation_bench(suite, True, 1, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work", out)
+    assert json.loads(out.read_text()) == result
+    rows = {r["row"]: r for r in result["rows"]}
+    assert list(rows) == [a.name for a in ABLATIONS] and all(r["runs"] == 1 for r in rows.values())
+    # cloned on the library (v000001) in every row but the one without it: a fresh θ's one online epoch
+    versions = {t["row"]: t["policy_version"] for t in result["trained"]}
+    assert versions == {a.name: "v000001" for a in ABLATIONS}
+    assert [t["online_epochs"] != [] for t in result["trained"]] == [False, False, False, True, False]
+    for r in rows.values():
+        assert r["env_steps_mean"] > 0 and 0 < r["diversity_mean"] <= 1 and r["failed_episodes"] == 0
+        assert r["settings"]["EVOSKILL_LEARNER__HIDDEN"] == "32"
+    assert rows["no exploration"]["settings"]["EVOSKILL_SEARCH__EXPLORE_EPSILON"] == "0"
+    assert rows["full system"]["settings"]["EVOSKILL_SEARCH__MEMORY_WEIGHT"] == "1"

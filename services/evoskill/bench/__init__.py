@@ -127,8 +127,12 @@ def quality(
     rows: Agents = typer.Option(",".join(AGENTS), "--agents", parser=agents, metavar="AGENTS",
                                 help="The rows to play, comma-separated (an ablation or a rerun of θ's rows needs "
                                      "no baselines)."),
+    ablate: bool = typer.Option(False, "--ablate", help="Instead of the agents: θ + MCTS as the full system, "
+                                                        "without memory, exploration, offline data, curiosity "
+                                                        "(a stack and a θ per row and seed)."),
 ) -> None:
-    """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget."""
+    """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget;
+    `--ablate`: θ + MCTS of the full system against each part taken out (bench/ablation.py)."""
     from evoskill.bench.quality import agent_rows, run_quality_bench, setting_overrides  # imported when run
     from evoskill.bench.suites import resolve, with_budget
 
@@ -141,8 +145,14 @@ def quality(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    run_quality_bench(chosen, quick, seeds, workers, overrides, work_dir.resolve() / chosen.name.replace(":", "-"),
-                      json_path, library.resolve() if library else None, rows, first_seed)
+    folder, reused = work_dir.resolve() / chosen.name.replace(":", "-"), library.resolve() if library else None
+    if ablate:
+        from evoskill.bench.ablation import run_ablation_bench
+
+        run_ablation_bench(chosen, quick, seeds, workers, overrides, folder.with_name(folder.name + "-ablate"),
+                           json_path, reused, first_seed)
+        return
+    run_quality_bench(chosen, quick, seeds, workers, overrides, folder, json_path, reused, rows, first_seed)
 
 
 @bench_app.command("memory")

@@ -104,21 +104,9 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     args = EvalArgs(suite.env, budget.test_episodes, budget.max_steps, budget.parallel)
     console.print(f"[bold]{suite.name}[/] ({suite.env}){' --quick' if quick else ''}: {budget.describe()}")
     started = time.perf_counter()
-    shutil.rmtree(work_dir, ignore_errors=True)
-    work_dir.mkdir(parents=True)
     processes = {**overrides, **shared_game_cache(overrides)}  # what every process runs with
-    library, log, plain = work_dir / "library.jsonl", work_dir / "bench.log", dict(os.environ, **processes)
-    if library_from is not None:
-        shutil.copyfile(library_from, library)
-        demos = library_tally(library)
-    else:
-        _cli("demos", "--env", suite.env, "--fold", "train", "--episodes", str(budget.library_episodes),
-             "--workers", str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"), env=plain,
-             log=log)
-        demos = json.loads((work_dir / "demos.json").read_text())
+    library, demos = offline_library(console, suite, budget, workers, processes, work_dir, library_from)
     wall = {"library_s": time.perf_counter() - started}
-    console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps) in "
-                  f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")
 
     by_agent = dict(zip((a for a in AGENTS if a in agents), rows, strict=True))
     theta_rows = [(by_agent[a], a) for a in (AgentKind.POLICY_MCTS, AgentKind.POLICY) if a in by_agent]
@@ -147,28 +135,64 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     return result
 
 
-def train_theta(env_spec: str, budget: Budget, seed: int, library: Path, env: dict[str, str],
+def offline_library(console: Console, suite: Suite, budget: Budget, workers: int, processes: dict[str, str],
+                    work_dir: Path, library_from: Path | None) -> tuple[Path, dict[str, Any]]:
+    """`work_dir` made anew with the offline library in it: the suite's train-fold gold paths (`evoskill demos`),
+    or a copy of `library_from`. Returns its path and its tally."""
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    library, log, plain = work_dir / "library.jsonl", work_dir / "bench.log", dict(os.environ, **processes)
+    if library_from is not None:
+        shutil.copyfile(library_from, library)
+        demos = library_tally(library)
+    else:
+        _cli("demos", "--env", suite.env, "--fold", "train", "--episodes", str(budget.library_episodes),
+             "--workers", str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"), env=plain,
+             log=log)
+        demos = json.loads((work_dir / "demos.json").read_text())
+    console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps) in "
+                  f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")
+    return library, demos
+
+
+def train_theta(env_spec: str, budget: Budget, seed: int, library: Path | None, env: dict[str, str],
                 folder: Path) -> tuple[str, dict[str, float], list[dict[str, Any]]]:
     """θ of one seed on the stack `env` reaches: the library imported, behaviour cloning on it, then the
     online epochs where the budget has them. Returns the version that serves at the end, the cloning's losses
-    and the online epochs' records (which θ each evaluated on the dev games, how it did, which one serves)."""
+    and the online epochs' records (which θ each evaluated on the dev games, how it did, which one serves).
+
+    Without a library (the ablation's "no offline data"): a fresh θ trained by online epochs alone, as many
+    learner steps in all as the cloning and the online epochs would have taken (`online_only`)."""
     log = folder / "bench.log"
-    _cli("library", "import", str(library), env=env, log=log)
-    # Seed 0 would keep the learner's own draws: every training seed reseeds them (seed + 1).
-    _cli("library", "train", "--steps", str(budget.gradient_steps), "--batch-size", str(budget.batch_size),
-         "--seed", str(seed + 1), "--json", str(folder / "train.json"), env=env, log=log)
-    reply = json.loads((folder / "train.json").read_text())
-    version, epochs = str(reply["policy_version"]), []
-    if budget.online_epochs:
+    version, epochs, reply = "", list[dict[str, Any]](), dict[str, Any]()
+    if library is None:  # keep_best off: the untrained θ it would start from is no evidence to keep
+        train_args = [*budget.train_args(env_spec, "", seed, *online_only(budget)), "--no-keep-best"]
+    else:
+        _cli("library", "import", str(library), env=env, log=log)
+        # Seed 0 would keep the learner's own draws: every training seed reseeds them (seed + 1).
+        _cli("library", "train", "--steps", str(budget.gradient_steps), "--batch-size", str(budget.batch_size),
+             "--seed", str(seed + 1), "--json", str(folder / "train.json"), env=env, log=log)
+        reply = json.loads((folder / "train.json").read_text())
+        version = str(reply["policy_version"])
+        train_args = budget.train_args(env_spec, version, seed)
+    if budget.online_epochs or library is None:
         report_dir = folder / "report"
-        _cli("train", *budget.train_args(env_spec, version, seed), "--workflow-id", f"quality-{seed}",
-             "--report-dir", str(report_dir), env=env, log=log)
+        _cli("train", *train_args, "--workflow-id", f"quality-{seed}", "--report-dir", str(report_dir), env=env,
+             log=log)
         report = json.loads((report_dir / "report.json").read_text())
         version = str(report["policy_version"])
         epochs = [{k: m.get(k) for k in ("epoch", "stage", "train_success", "eval_success", "eval_mean_score",
                                          "policy_version", "serving_version", "note")}
                   for m in report.get("history", [])]
     return version, {k: float(v) for k, v in reply.get("losses", {}).items()}, epochs
+
+
+def online_only(budget: Budget) -> tuple[int, int]:
+    """Epochs and learner steps per epoch of θ trained without the library: the budget's online epochs (one
+    where it has none), with the learner steps of the cloning and of those epochs spread over them."""
+    epochs = max(budget.online_epochs, 1)
+    total = budget.gradient_steps + budget.online_epochs * budget.online_train_steps
+    return epochs, max(-(-total // epochs), 1)
 
 
 def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict[str, Any],

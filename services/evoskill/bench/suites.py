@@ -35,13 +35,19 @@ class Budget:
     train_eval_episodes: int = 10  # dev games θ alone plays after each online epoch: keep_best's evidence
     parallel: int = 2  # test games played at once
 
-    def train_args(self, env: str, policy: str, seed: int) -> list[str]:
-        """`evoskill train` arguments of the online epochs, starting from θ `policy`."""
-        return ["--env", env, "--policy", policy, "--seed", str(seed), "--epochs", str(self.online_epochs),
+    def train_args(self, env: str, policy: str, seed: int, epochs: int = 0, train_steps: int = 0) -> list[str]:
+        """`evoskill train` arguments of the online epochs, starting from θ `policy` ("" = a fresh θ); `epochs`
+        and `train_steps` (learner steps per epoch) replace the budget's where given."""
+        return ["--env", env, "--policy", policy, "--seed", str(seed), "--epochs", str(epochs or self.online_epochs),
                 "--episodes-per-epoch", str(self.episodes_per_epoch), "--eval-start", "--eval-agent", "policy",
                 "--eval-episodes", str(self.train_eval_episodes), "--search-algorithm", self.train_search,
                 "--simulations", str(self.train_simulations), "--max-steps", str(self.max_steps),
-                "--train-steps", str(max(self.gradient_steps // 10, 1)), "--batch-size", str(self.batch_size)]
+                "--train-steps", str(train_steps or self.online_train_steps), "--batch-size", str(self.batch_size)]
+
+    @property
+    def online_train_steps(self) -> int:
+        """Learner steps of each online epoch."""
+        return max(self.gradient_steps // 10, 1)
 
     def describe(self) -> str:
         online = (f", then {self.online_epochs} online epochs × {self.episodes_per_epoch} games at "

@@ -1,0 +1,126 @@
+"""`bench quality --ablate`'s pure parts: the rows' settings, the action diversity, the summary's mean ± sd."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from evoskill.bench import ablation, bench_app
+from evoskill.bench.ablation import (
+    ABLATIONS,
+    FULL,
+    AblationRow,
+    ablation_summary,
+    action_diversity,
+    row_overrides,
+    show_ablation,
+)
+from evoskill.bench.outer_loop import AgentRow
+from evoskill.bench.quality import online_only
+from evoskill.bench.suites import SUITES
+from evoskill.core.search_config import SearchConfig
+
+ROWS = {a.name: a for a in ABLATIONS}
+
+
+def test_every_row_is_the_full_system_less_one_part() -> None:
+    assert list(ROWS) == ["full system", "no memory", "no exploration", "no offline data", "no curiosity"]
+    full = row_overrides(ROWS["full system"], {})
+    assert full == {f"EVOSKILL_{k.split('.')[0].upper()}__{k.split('.')[1].upper()}": v for k, v in FULL.items()}
+    assert full["EVOSKILL_SEARCH__MEMORY_WEIGHT"] == "1" and full["EVOSKILL_SEARCH__EXPLORE_EPSILON"] == "0.05"
+    assert row_overrides(ROWS["no memory"], {}) == full | {"EVOSKILL_SEARCH__MEMORY_WEIGHT": "0"}
+    assert row_overrides(ROWS["no exploration"], {}) == full | {
+        "EVOSKILL_SEARCH__EXPLORE_EPSILON": "0", "EVOSKILL_SEARCH__NOVELTY_WEIGHT": "0",
+        "EVOSKILL_SEARCH__ENTROPY_TRIGGER": "0", "EVOSKILL_SEARCH__DIRICHLET_WEIGHT": "0"}
+    assert row_overrides(ROWS["no offline data"], {}) == full and not ROWS["no offline data"].offline
+    assert all(a.offline for a in ABLATIONS if a.name != "no offline data")
+    # search.curiosity_weight (another branch's learned curiosity) is set only where the code has it
+    curiosity = {"EVOSKILL_REWARD__CURIOSITY_WEIGHT": "0"}
+    if "curiosity_weight" in SearchConfig.model_fields:
+        curiosity["EVOSKILL_SEARCH__CURIOSITY_WEIGHT"] = "0"
+    assert row_overrides(ROWS["no curiosity"], {}) == full | curiosity
+
+
+def test_a_set_changes_the_full_system_but_not_what_a_row_takes_out() -> None:
+    mine = {"EVOSKILL_SEARCH__EXPLORE_EPSILON": "0.2", "EVOSKILL_LEARNER__HIDDEN": "32"}
+    assert row_overrides(ROWS["full system"], mine)["EVOSKILL_SEARCH__EXPLORE_EPSILON"] == "0.2"
+    off = row_overrides(ROWS["no exploration"], mine)
+    assert off["EVOSKILL_SEARCH__EXPLORE_EPSILON"] == "0" and off["EVOSKILL_LEARNER__HIDDEN"] == "32"
+
+
+def test_an_optional_setting_the_code_has_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ablation, "OPTIONAL", frozenset({"search.curiosity_weight", "search.novelty_weight"}))
+    assert ablation.known({"search.novelty_weight": "0", "search.curiosity_weight": "0"}) == (
+        ["search.novelty_weight=0", "search.curiosity_weight=0"] if "curiosity_weight" in SearchConfig.model_fields
+        else ["search.novelty_weight=0"])
+    with pytest.raises(ValueError, match="search has no setting 'nonesuch'"):
+        row_overrides(replace(ROWS["no memory"], settings={"search.nonesuch": "0"}), {})
+
+
+def test_action_diversity_counts_distinct_sequences_per_task() -> None:
+    def ep(seed: int, *actions: str, error: str = "") -> dict[str, object]:
+        return {"seed": seed, "actions": list(actions), "error": error}
+
+    assert action_diversity([]) == 0.0
+    assert action_diversity([ep(0, "a", "b"), ep(1, "a", "c"), ep(2, "d")]) == 1.0  # every game its own way
+    assert action_diversity([ep(0, "a", "b"), ep(1, "a", "b")]) == 0.5  # two games played alike
+    assert action_diversity([ep(0, "a"), ep(0, "b"), ep(1, "a"), ep(1, "a")]) == 1.0  # seeds pooled: 2 ways ÷ 2
+    assert action_diversity([ep(0, "a"), ep(0, "b"), ep(0, "a", "b")]) == 3.0
+    assert action_diversity([ep(0, "a"), ep(1, error="UNAVAILABLE: gone")]) == 1.0  # a lost episode is no play
+
+
+def test_online_only_takes_as_many_learner_steps_as_cloning_and_the_online_epochs() -> None:
+    budget = SUITES["coin"].budget
+    assert (budget.online_epochs, budget.gradient_steps) == (0, 1000) and online_only(budget) == (1, 1000)
+    assert online_only(replace(budget, online_epochs=2)) == (2, 600)  # (1000 + 2 × 100) / 2
+    assert online_only(replace(budget, gradient_steps=5, online_epochs=3)) == (3, 3)  # (5 + 3 × 1) / 3, up
+    args = budget.train_args("twx:coin", "", 0, *online_only(budget))
+    assert args[args.index("--epochs") + 1] == "1" and args[args.index("--train-steps") + 1] == "1000"
+    assert args[args.index("--policy") + 1] == ""
+
+
+def report(success: float, score: float, env_steps: float, *paths: tuple[str, ...]) -> dict[str, object]:
+    return {"success_rate": success, "mean_score": score, "mean_env_steps": env_steps, "mean_steps": 5.0,
+            "episodes": [{"seed": i, "actions": list(p), "error": ""} for i, p in enumerate(paths)]}
+
+
+def test_the_summary_gives_each_row_mean_and_spread_over_seeds_and_prints_them() -> None:
+    suite = SUITES["coin"]
+    rows = [AblationRow(a, AgentRow(a.name, suite.budget.simulations)) for a in ABLATIONS]
+    for row in rows:
+        alike = row.ablation.name == "no exploration"
+        row.record(report(1.0, 1.0, 100.0, ("n",), ("n",) if alike else ("s",)))
+        row.record(report(0.5, 0.6, 300.0, ("n",), ("e",)))
+    result = ablation_summary(suite, False, rows, {"episodes": 3}, [{"seed": 0}, {"seed": 1}], {"total_s": 1.0}, {})
+    full, off = result["rows"][0], result["rows"][2]
+    assert (full["success"], full["success_mean"]) == ([1.0, 0.5], 0.75)
+    assert full["success_sd"] == pytest.approx(0.3536, 1e-3) and full["env_steps_sd"] == pytest.approx(141.42, 1e-3)
+    assert (full["score_mean"], full["env_steps_mean"]) == (pytest.approx(0.8), 200.0)
+    assert (full["diversity"], full["diversity_mean"], full["diversity_over_seeds"]) == ([1.0, 1.0], 1.0, 1.5)
+    assert (off["diversity"], off["diversity_mean"], off["diversity_over_seeds"]) == ([0.5, 1.0], 0.75, 1.0)
+    assert result["comparisons"]["full_minus_exploration_diversity"] == 0.25
+    assert result["comparisons"]["full_minus_memory_success"] == 0.0
+    assert off["settings"]["EVOSKILL_SEARCH__DIRICHLET_WEIGHT"] == "0" and result["seeds"] == [0, 1]
+    assert result["ablate"] and result["full"] == FULL and full["agent"] == "policy+mcts"
+    console = Console(record=True, width=250)
+    show_ablation(console, result)
+    text = console.export_text()
+    assert "no offline data" in text and "75% ± 35%" in text and "0.75 ± 0.35" in text and "100% 50%" in text
+
+
+def test_the_ablate_switch_runs_the_ablation_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    called: dict[str, object] = {}
+
+    def fake(suite, quick, seeds, workers, overrides, work_dir, json_path, library, first_seed):  # type: ignore[no-untyped-def]
+        called.update(suite=suite.name, quick=quick, seeds=seeds, work_dir=work_dir, overrides=overrides)
+
+    monkeypatch.setattr(ablation, "run_ablation_bench", fake)
+    result = CliRunner().invoke(bench_app, ["quality", "--suite", "coin", "--quick", "--ablate", "--seeds", "1",
+                                            "--set", "learner.hidden=32", "--work-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert called == {"suite": "coin", "quick": True, "seeds": 1, "work_dir": tmp_path.resolve() / "coin-ablate",
+                      "overrides": {"EVOSKILL_LEARNER__HIDDEN": "32"}}
