@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +15,15 @@ from evoskill.core.learn import (
     HashingFeaturizer,
     Learner,
     MixedReplay,
+    OnnxPolicy,
     TokenFeaturizer,
     TorchPolicy,
     TrainConfig,
     episode_examples,
 )
+from evoskill.core.learn.export import unfit
+from evoskill.core.reward.curiosity import dynamics_batch
+from evoskill.planner.policy import OnnxPolicyFn
 from evoskill.platform.config import LearnerSettings
 from tests.unit.test_learn_data import make_episode, make_step, take_task_episode
 
@@ -165,3 +170,56 @@ def test_the_reader_ties_a_candidate_to_the_notes_for_objects_it_never_saw() -> 
         [(ex.goal, ex.observation) for ex in held_out], [ex.candidates() for ex in held_out])
     accuracy = np.mean([int(np.argmax(p)) == ex.taken for p, ex in zip(priors, held_out, strict=True)])
     assert accuracy >= 0.9  # chance is 1/6
+
+
+def _dynamics_error(learner: Learner, transitions: Sequence[tuple[str, ...]]) -> float:
+    assert learner.dynamics is not None
+    batch = dynamics_batch([(s, a, n) for s, a, n in transitions], SMALL.dynamics_dim)
+    with torch.no_grad():
+        return float(learner.dynamics.prediction_error(batch).mean())
+
+
+def test_the_dynamics_model_beside_theta_learns_the_transitions_it_trains_on() -> None:
+    replay = MixedReplay(seed=1)
+    rng = np.random.default_rng(0)
+    episodes = [take_task_episode(f"e{i}", rng) for i in range(6)]
+    for episode in episodes:
+        replay.add(episode)
+    transitions = [ex.transition for episode in episodes for ex in episode_examples(episode)]
+    assert all(len(t) == 3 for t in transitions)  # (observation, action, next observation)
+    learner = Learner(HashingFeaturizer(32), FAST, SMALL, replay)
+    before = _dynamics_error(learner, transitions)
+    metrics = [learner.train(2) for _ in range(10)]
+    assert _dynamics_error(learner, transitions) < 0.5 * before
+    assert metrics[-1]["dynamics_loss"] < metrics[0]["dynamics_loss"]
+    assert Learner(HashingFeaturizer(32), FAST, replace(SMALL, dynamics_steps=0), replay).dynamics is None
+
+
+def test_the_dynamics_model_is_checkpointed_and_published_with_theta(tmp_path: Path) -> None:
+    replay = MixedReplay(seed=1)
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        replay.add(take_task_episode(f"e{i}", rng))
+    learner = Learner(HashingFeaturizer(32), FAST, SMALL, replay)
+    learner.train(3)
+    assert learner.dynamics is not None
+    transitions = [("You see a coin.", "take coin", "You carry the coin."), ("a", "b", "c")]
+    expected = learner.dynamics.weights().surprise(transitions)
+    restored = Learner(HashingFeaturizer(32), FAST, SMALL)
+    restored.load(learner.save(tmp_path / "theta.pt"))
+    assert restored.dynamics is not None
+    assert np.array_equal(restored.dynamics.weights().surprise(transitions), expected)
+    policy = OnnxPolicy(learner.export(tmp_path / "policies"))
+    assert policy.dynamics is not None and unfit(policy) is None
+    assert np.array_equal(policy.dynamics.surprise(transitions), expected)
+
+
+def test_theta_without_a_dynamics_model_still_loads(tmp_path: Path) -> None:
+    old = Learner(HashingFeaturizer(32), FAST, replace(SMALL, dynamics_steps=0))
+    assert "dynamics" not in old.state_dict()
+    current = Learner(HashingFeaturizer(32), FAST, SMALL)
+    current.load(old.save(tmp_path / "old.pt"))  # a fresh dynamics model stays
+    assert current.dynamics is not None
+    policy = OnnxPolicy(old.export(tmp_path / "policies"))
+    assert policy.dynamics is None and unfit(policy) is None
+    assert OnnxPolicyFn(policy, "v000001").dynamics is None  # the planner then searches without curiosity

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.reward.curiosity import (
     DynamicsBatch,
     DynamicsCuriosity,
+    DynamicsWeights,
     NoveltyCounter,
+    dynamics_batch,
+    hashed_features,
     hashed_text_features,
     mix_bonuses,
+    transition_features,
 )
 from evoskill.core.state_key import state_key
 
@@ -74,3 +79,24 @@ def test_dynamics_model_is_seeded_and_serialisable() -> None:
 def test_bonuses_mix_within_unit_range() -> None:
     assert mix_bonuses(1.0, 0.0) == 0.5
     assert mix_bonuses(0.2, 0.6, novelty_share=1.0) == 0.2
+
+
+def test_numpy_weights_agree_with_torch_and_round_trip_as_json() -> None:
+    curiosity = DynamicsCuriosity(64, 32, hidden=16, seed=3)
+    transitions = [("You are in the kitchen.", "open fridge", "The fridge holds a carrot."),
+                   ("You are in the cellar.", "light lamp", "Spiders everywhere."), ("", "look", "")]
+    batch = dynamics_batch(transitions, 64, 32)
+    curiosity.update(batch)
+    weights = curiosity.weights()
+    assert np.allclose(weights.surprise(transitions), curiosity.bonus(batch).numpy(), atol=1e-5)
+    restored = DynamicsWeights.from_json(weights.to_json())
+    assert np.array_equal(restored.surprise(transitions), weights.surprise(transitions))
+    assert restored.finite() and weights.surprise([]).shape == (0,)
+
+
+def test_hashed_features_are_the_same_numbers_in_numpy_and_torch() -> None:
+    text = "a brass key lies on the wooden table"
+    assert np.array_equal(hashed_features(text, 32), hashed_text_features(text, 32).numpy())
+    states, actions, next_states = transition_features([("a", "b", "c"), ("a", "d", "c")], 32, 16)
+    assert states.shape == next_states.shape == (2, 32) and actions.shape == (2, 16)
+    assert np.array_equal(states[0], hashed_features("a", 32))

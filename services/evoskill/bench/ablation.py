@@ -11,8 +11,8 @@ process of its stack (reward, planner, learner, the training workflow) runs with
 - no memory: memory's advice off (`search.memory_weight = 0`);
 - no exploration: ε-greedy, count-based novelty, the entropy trigger and the root's Dirichlet noise off;
 - no offline data: θ never sees the library: a fresh θ trained by online epochs alone (`quality.online_only`);
-- no curiosity: the reward's count-based novelty off (`reward.curiosity_weight = 0`, and
-  `search.curiosity_weight = 0` where that setting exists).
+- no curiosity: the reward's count-based novelty off (`reward.curiosity_weight = 0`) and search's
+  surprise bonus from θ's dynamics model off (`search.curiosity_weight = 0`).
 
 Figures per row: success, score, environment steps and action diversity, per seed and mean ± sd over seeds.
 """
@@ -38,7 +38,8 @@ from evoskill.platform.provenance import git_revision, write_report
 
 # The full system: memory's advice at `--memory on`'s weight; ε-greedy at seed 004 §3.2's 5%; novelty at
 # memory's curious profile's 0.5; search only where θ is unsure at the measured 0.3 (docs/results.md, "Search
-# where θ is unsure"); the root's Dirichlet noise and the reward's curiosity at their defaults (0.25, 0.2).
+# where θ is unsure"); the root's Dirichlet noise and the reward's curiosity at their defaults (0.25, 0.2); search's
+# curiosity from θ's dynamics model at the reward's curiosity weight (0.2).
 # A --set of the same setting changes the full system (and every row that does not take that part out).
 FULL: dict[str, str] = {
     "search.memory_weight": "1",
@@ -47,8 +48,9 @@ FULL: dict[str, str] = {
     "search.entropy_trigger": "0.3",
     "search.dirichlet_weight": "0.25",
     "reward.curiosity_weight": "0.2",
+    "search.curiosity_weight": "0.2",
 }
-# Set only where the running code has them (a learned-dynamics curiosity on another branch).
+# Set only where the running code has them (a report's FULL read back by older code).
 OPTIONAL = frozenset({"search.curiosity_weight"})
 
 
@@ -67,7 +69,7 @@ ABLATIONS = (
              {"search.explore_epsilon": "0", "search.novelty_weight": "0", "search.entropy_trigger": "0",
               "search.dirichlet_weight": "0"}),
     Ablation("no offline data", "θ from online epochs alone, no library", offline=False),
-    Ablation("no curiosity", "reward.curiosity_weight=0",
+    Ablation("no curiosity", "reward.curiosity_weight=0, search.curiosity_weight=0",
              {"reward.curiosity_weight": "0", "search.curiosity_weight": "0"}),
 )
 

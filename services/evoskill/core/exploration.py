@@ -7,6 +7,8 @@
   count = the episode's visits to where it leads (or, unstepped, the times it was taken there): θ alone adds
   it to its logits, search to the root's priors (core/search/advice.py).
 - Uncertainty (`search.entropy_trigger`): policy+mcts searches only where θ is unsure (planner/agents.py).
+- Curiosity from learned dynamics (`search.curiosity_weight`): search adds weight × the surprise of θ's dynamics
+  model to a stepped edge's reward (core/search/model.py); `curiosity_changed` says when that chose the action.
 
 `Decision.exploration` names why a step's action was exploratory (EXPLORATIONS); the runner writes it into the
 step's record (`EpisodeStep.exploration`), so monitoring and the ablations count what was explored, not what
@@ -25,12 +27,25 @@ from evoskill.core.agent import Agent, Decision, Step
 EPSILON = "epsilon"  # a random candidate replaced the agent's choice
 NOVELTY = "novelty"  # the novelty bonus changed the choice
 UNCERTAIN = "uncertain"  # the step was searched because θ was unsure (entropy trigger)
-EXPLORATIONS = (EPSILON, NOVELTY, UNCERTAIN)
+CURIOSITY = "curiosity"  # the dynamics model's surprise bonus changed the search's choice
+EXPLORATIONS = (EPSILON, NOVELTY, UNCERTAIN, CURIOSITY)
 
 
 def novelty_bonus(counts: np.ndarray, weight: float) -> np.ndarray:
     """weight / (count + 1) per candidate: a bounded bonus for the less tried (EMPO²'s 1/(n+1))."""
     return weight / (np.asarray(counts, dtype=np.float64) + 1.0)
+
+
+def curiosity_changed(q_values: np.ndarray, bonuses: np.ndarray, chosen: int) -> bool:
+    """The chosen root action leads by Q with its edge's curiosity bonus (`bonuses`: weight × surprise per root
+    action) and another visited one would lead without it. Q(root, a) counts that bonus once, undiscounted;
+    deeper bonuses are left in (a first-order test, no second search)."""
+    q = np.asarray(q_values, dtype=np.float64)
+    visited = np.isfinite(q)
+    if visited.sum() < 2 or not visited[chosen] or q[chosen] < q[visited].max():
+        return False
+    plain = np.where(visited, q - np.asarray(bonuses, dtype=np.float64), -np.inf)
+    return bool(plain.max() > plain[chosen])
 
 
 def explores(seed: int, epsilon: float) -> random.Random | None:
@@ -60,4 +75,5 @@ class EpsilonGreedy:
         return decision
 
 
-__all__ = ["EPSILON", "EXPLORATIONS", "NOVELTY", "UNCERTAIN", "EpsilonGreedy", "explores", "novelty_bonus"]
+__all__ = ["CURIOSITY", "EPSILON", "EXPLORATIONS", "NOVELTY", "UNCERTAIN", "EpsilonGreedy", "curiosity_changed",
+           "explores", "novelty_bonus"]

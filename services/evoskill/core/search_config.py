@@ -28,6 +28,7 @@ _PLAIN_FIELDS = (
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
     "entropy_trigger", "prune_losses", "time_budget_s", "explore_epsilon", "novelty_weight",
+    "curiosity_weight",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -137,6 +138,12 @@ class SearchConfig(BaseModel):
         description="Count-based novelty (seed 004 §4.2): a candidate gets weight/(count+1) of logit, count = the "
         "episode's visits to where it leads, or the times it was taken in this state (θ alone and the search root; "
         "0 = off)",
+    )
+    curiosity_weight: float = Field(
+        0.0, ge=0.0,
+        description="Curiosity from learned dynamics (seed 000 §5.3): search adds weight × the surprise of θ's "
+        "dynamics model (its relative prediction error, in [0, 1)) to the edge reward of each stepped child, as an "
+        "intrinsic reward; needs a θ published with one (0 or none = off)",
     )
     memory_weight: float = Field(
         0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"

@@ -23,7 +23,7 @@ import numpy as np
 
 from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step, listed_forms
 from evoskill.core.errors import FailedPrecondition, InvalidInput
-from evoskill.core.exploration import NOVELTY, UNCERTAIN, novelty_bonus
+from evoskill.core.exploration import CURIOSITY, NOVELTY, UNCERTAIN, novelty_bonus
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
@@ -60,13 +60,15 @@ class AgentTools:
               propose: ProposeFn | None = None) -> SearchModel:
         """The step's session as the search's environment model, θ advising where given and the LLM asked at
         new nodes where `propose` is given: search charges `revisit_penalty` where the episode has been, θ
-        reads its notes with each state, the search ends before its next round once `stop` is set, and its
-        sandbox calls fit in `time_budget_s`."""
+        reads its notes with each state, the search ends before its next round once `stop` is set, its
+        sandbox calls fit in `time_budget_s`, and θ's dynamics model (where its file has one) gives the
+        curiosity bonus where `curiosity_weight` > 0."""
         deadline = time.monotonic() + config.time_budget_s if config.time_budget_s else None
+        dynamics = getattr(policy, "dynamics", None) if config.curiosity_weight > 0 else None
         return SearchModel(sandbox_simulate(self.sandbox, step.session_id, deadline), self.score, config,
                            frozenset(step.memory.visited), step.memory.notes,
                            [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set,
-                           propose=propose)
+                           propose=propose, dynamics=dynamics)
 
     def llm_advisor(self, step: Step, retrieved: Sequence[memory_pb2.ScoredExperience]) -> LlmAdvisor | None:
         """The LLM for one step, the memories retrieved for it as tips; None where no LLM is configured."""
@@ -286,7 +288,7 @@ class SearchAgent:
         chosen = actions[result.action]
         return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
                         env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value),
-                        exploration=UNCERTAIN if triggered else "")
+                        exploration=CURIOSITY if env.curiosity_chose(result) else UNCERTAIN if triggered else "")
 
     def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
         """The root prior's argmax, unsearched, where θ (with its advice) is sure enough

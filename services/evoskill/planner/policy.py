@@ -53,11 +53,13 @@ class PolicyRefused(FailedPrecondition):
 
 
 class OnnxPolicyFn:
-    """`PolicyFn` over an exported policy: [(goal, observation, actions, templates)] -> (logits, values)."""
+    """`PolicyFn` over an exported policy: [(goal, observation, actions, templates)] -> (logits, values).
+    `dynamics`: the dynamics model fitted beside θ, where its file has one (search's curiosity)."""
 
     def __init__(self, policy: OnnxPolicy, version: str) -> None:
         self.policy = policy
         self.version = version
+        self.dynamics = policy.dynamics
 
     def __call__(
         self, batch: Sequence[tuple[str, str, Sequence[str], Sequence[str]]]

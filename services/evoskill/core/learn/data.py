@@ -72,6 +72,9 @@ class Example:
     ret: float  # discounted return to the episode's end, in reward units (the scale of search's Q and leaf values)
     skills: tuple[str, ...] = field(default=())  # templates used in the episode if it succeeded, else ()
     seen: tuple[bool, ...] = field(default=())  # per action: leads back to a visited state; () = unknown
+    # (observation text, action taken, next observation text): what the learner's dynamics model fits
+    # (core/reward/curiosity.py); () = unknown
+    transition: tuple[str, ...] = field(default=())
 
     def candidates(self, keep: Sequence[int] | np.ndarray | None = None) -> list[tuple[str, str]]:
         """(text θ reads, template) of the candidates at `keep` (all by default), marked as in serving."""
@@ -147,6 +150,7 @@ def episode_examples(
                 ret=ret,
                 skills=skills,
                 seen=tuple(target.seen) if len(target.seen) == n else (),
+                transition=(before.text, taken_text, step.observation.text),
             )
         )
     return examples

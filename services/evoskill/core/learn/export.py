@@ -3,7 +3,9 @@
 `export_policy` writes `policy-v000007.onnx` with dynamic batch and candidate axes (and token axes for
 the reader). The file is self-contained: its metadata holds the skill vocabulary, the featuriser spec
 and the network config (its `encoder` included), so a planner needs nothing else to encode text and
-templates exactly as the learner did.
+templates exactly as the learner did. Where the learner fitted a dynamics model beside θ, its weights are
+there too (`evoskill.dynamics`, `OnnxPolicy.dynamics`); a file without them loads with `dynamics = None`
+(search's curiosity from dynamics is then off).
 
 `PolicyScorer.score(states, candidates) -> (priors, values)` is what search consumes:
 states are (goal, observation text) pairs (see `data.state_text`), candidates are (action text,
@@ -34,8 +36,10 @@ from evoskill.core.learn.features import featurizer_from_spec
 from evoskill.core.learn.networks import PolicyValueNet, SkillVocab
 from evoskill.core.learn.reader import ReaderNet
 from evoskill.core.learn.tokens import TokenFeaturizer
+from evoskill.core.reward.dynamics import DynamicsWeights
 
 OUTPUTS = ("logits", "value")
+DYNAMICS_KEY = "evoskill.dynamics"
 _FILE = re.compile(r"^policy-v(\d+)\.onnx$")
 
 States = Sequence[tuple[str, str]]
@@ -67,8 +71,10 @@ def export_policy(
     version: int,
     *,
     opset: int = 17,
+    dynamics: DynamicsWeights | None = None,
 ) -> Path:
-    """Write the network as `directory/policy-v{version:06d}.onnx`, atomically; returns the path."""
+    """Write the network as `directory/policy-v{version:06d}.onnx`, atomically (with `dynamics` in its
+    metadata where given); returns the path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     cfg = net.config
@@ -98,6 +104,7 @@ def export_policy(
             "evoskill.featurizer": json.dumps(featurizer_spec),
             "evoskill.vocab": json.dumps(vocab.to_dict()),
             "evoskill.net_config": json.dumps(cfg.to_dict()),
+            **({DYNAMICS_KEY: dynamics.to_json()} if dynamics is not None else {}),
         }
         for key, value in meta.items():
             model.metadata_props.add(key=key, value=value)
@@ -159,6 +166,7 @@ class OnnxPolicy(_Scorer):
         self.featurizer_spec: dict[str, Any] = json.loads(meta["evoskill.featurizer"])
         self.vocab = SkillVocab.from_dict(json.loads(meta["evoskill.vocab"]))
         self.net_config: dict[str, Any] = json.loads(meta["evoskill.net_config"])
+        self.dynamics = DynamicsWeights.from_json(meta[DYNAMICS_KEY]) if DYNAMICS_KEY in meta else None
         if featurizer is None:
             featurizer = text_encoder_from_spec(self.featurizer_spec, cache_dir=cache_dir)
         elif featurizer.spec != self.featurizer_spec:
@@ -182,6 +190,8 @@ def unfit(policy: OnnxPolicy) -> str | None:
         values = numpy_helper.to_array(weight)
         if values.dtype.kind == "f" and not np.isfinite(values).all():
             return f"weight {weight.name} holds {int((~np.isfinite(values)).sum())} non-finite values"
+    if policy.dynamics is not None and not policy.dynamics.finite():
+        return "its dynamics model's weights are not all finite"
     priors, values = policy.score(_PROBE_STATES, _PROBE_CANDIDATES)
     if not (np.isfinite(values).all() and all(np.isfinite(p).all() and abs(float(p.sum()) - 1) < 1e-3
                                              for p in priors)):

@@ -19,6 +19,10 @@ One update:
    refused (no step, no priority change, counted in `skipped_steps`);
 6. give the sampled steps their new priority |G - V_θ(s)|.
 
+Beside θ, each `train` call fits the dynamics model (`core.reward.curiosity.DynamicsCuriosity`) with
+`dynamics_steps` Adam steps on the (observation, action, next observation) transitions of the steps it drew;
+its weights travel in θ's file (`export`), for search's curiosity bonus (`search.curiosity_weight`).
+
 The coefficients, lr, batch size and clip come from `LearnerSettings`; the rest from `TrainConfig`.
 """
 
@@ -52,6 +56,7 @@ from evoskill.core.learn.networks import UNK, NetConfig, PolicyValueNet, SkillVo
 from evoskill.core.learn.reader import ReaderNet
 from evoskill.core.learn.replay import MixedReplay
 from evoskill.core.learn.tokens import TokenFeaturizer
+from evoskill.core.reward.curiosity import DynamicsCuriosity, dynamics_batch
 from evoskill.platform.config import LearnerSettings
 
 
@@ -72,6 +77,13 @@ class TrainConfig:
     contrastive_negatives: int = 8
     baseline: Literal["search", "value"] = "search"  # V of A = Q - V: the search's root value, or V_θ
     seed: int = 0
+    # The dynamics model fitted beside θ (search's curiosity): Adam steps per train call (0 = none), on at most
+    # dynamics_batch of the call's distinct transitions, hashed-word features of dynamics_dim.
+    dynamics_steps: int = 4
+    dynamics_batch: int = 256
+    dynamics_dim: int = 64
+    dynamics_hidden: int = 64
+    dynamics_lr: float = 3e-3
 
 
 def _column(taken: int, keep: np.ndarray) -> int:
@@ -134,6 +146,8 @@ class Learner:
                 self.net = PolicyValueNet(self.net_config)
         self.vocab = SkillVocab(self.config.max_skills)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.settings.lr)
+        self.dynamics = (DynamicsCuriosity(c.dynamics_dim, c.dynamics_dim, hidden=c.dynamics_hidden,
+                                           lr=c.dynamics_lr, seed=c.seed) if c.dynamics_steps > 0 else None)
         self.steps = 0
         self.skipped_steps = 0  # updates refused for a non-finite loss or gradient
         self.version = 0
@@ -272,6 +286,7 @@ class Learner:
             raise RuntimeError("train() samples from a replay; construct the Learner with one or call update()")
         totals: dict[str, float] = {}
         done = skipped = 0
+        transitions: dict[tuple[str, ...], None] = {}  # distinct, in the order drawn
         for _ in range(steps):
             if stop is not None and stop.is_set():
                 break
@@ -283,11 +298,26 @@ class Learner:
                 skipped += 1
                 continue
             self.replay.update_priorities(sample.keys, surprise.tolist())
+            transitions.update((ex.transition, None) for ex in sample.examples if len(ex.transition) == 3)
             for k, v in metrics.items():
                 totals[k] = totals.get(k, 0.0) + v
             done += 1
         means = {k: v / done for k, v in totals.items()} if done else {}
+        dynamics_loss = self.fit_dynamics(list(transitions)) if done else None
+        if dynamics_loss is not None:
+            means["dynamics_loss"] = dynamics_loss
         return means | ({"steps": float(done)} if done else {}) | ({"skipped_steps": float(skipped)} if skipped else {})
+
+    def fit_dynamics(self, transitions: Sequence[tuple[str, ...]]) -> float | None:
+        """`dynamics_steps` Adam steps of the dynamics model on the last `dynamics_batch` of `transitions`
+        ((observation, action, next observation) texts); the mean relative error before them, None where there
+        is no model or nothing to fit."""
+        if self.dynamics is None or not transitions:
+            return None
+        c = self.config
+        batch = dynamics_batch([(s, a, n) for s, a, n in transitions[-c.dynamics_batch:]], c.dynamics_dim)
+        losses = [self.dynamics.update(batch) for _ in range(c.dynamics_steps)]
+        return losses[0]
 
     def nonfinite(self) -> list[str]:
         """Names of θ's parameters holding a NaN or an infinity (none for a θ fit to publish)."""
@@ -296,12 +326,15 @@ class Learner:
     def snapshot(self) -> dict[str, Any]:
         """θ and its optimiser as they are now, for `restore`."""
         return copy.deepcopy({"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
-                              "steps": self.steps})
+                              "steps": self.steps,
+                              "dynamics": self.dynamics.state_dict() if self.dynamics is not None else None})
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.net.load_state_dict(snapshot["net"])
         self.optimizer.load_state_dict(snapshot["optimizer"])
         self.steps = snapshot["steps"]
+        if snapshot.get("dynamics") is not None:
+            self.dynamics = DynamicsCuriosity.from_state_dict(snapshot["dynamics"])
 
     @torch.no_grad()
     def evaluate(self, examples: Sequence[Example]) -> dict[str, float]:
@@ -322,6 +355,7 @@ class Learner:
             "featurizer": self.featurizer.spec,
             "steps": self.steps,
             "version": self.version,
+            **({"dynamics": self.dynamics.state_dict()} if self.dynamics is not None else {}),
         }
 
     def save(self, path: str | Path) -> Path:
@@ -349,8 +383,11 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.vocab = SkillVocab.from_dict(state["vocab"])
         self.steps, self.version = int(state["steps"]), int(state["version"])
+        if "dynamics" in state and self.dynamics is not None:  # a checkpoint from before it keeps a fresh one
+            self.dynamics = DynamicsCuriosity.from_state_dict(state["dynamics"])
 
     def export(self, directory: str | Path) -> Path:
         """Publish the next policy version as ONNX (see `export.export_policy`)."""
         self.version += 1
-        return export_policy(self.net, self.vocab, self.featurizer.spec, directory, self.version)
+        return export_policy(self.net, self.vocab, self.featurizer.spec, directory, self.version,
+                             dynamics=self.dynamics.weights() if self.dynamics is not None else None)

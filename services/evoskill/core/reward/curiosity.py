@@ -2,24 +2,22 @@
 
 Both are stateful (they learn what is familiar), so they live outside the pure `score_transition`; their
 bonus goes into the breakdown through `terms.with_curiosity`, weighted by `curiosity_weight`.
+
+The learner fits a `DynamicsCuriosity` beside θ on its examples' (observation, action, next observation)
+transitions and ships its weights with θ (`core.reward.dynamics.DynamicsWeights`, numpy only): search adds
+`search.curiosity_weight` × its surprise to the edge of a stepped child (core/search/model.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
-from evoskill.core.reward.history import words
-
-
-def _digest(text: str, size: int = 16) -> bytes:
-    # hashlib, not hash(): Python salts str hashes per process, and features must agree across services.
-    return hashlib.blake2b(text.encode(), digest_size=size).digest()
+from evoskill.core.reward.dynamics import DynamicsWeights, Transition, hashed_features, transition_features
 
 
 class NoveltyCounter:
@@ -45,14 +43,14 @@ class NoveltyCounter:
 
 
 def hashed_text_features(text: str, dim: int = 64) -> torch.Tensor:
-    """Bag of hashed words as a unit vector: cheap fixed-size features when no text embedder is at hand."""
-    vector = torch.zeros(dim)
-    for word in sorted(words(text)):
-        digest = _digest(word, 8)
-        index = int.from_bytes(digest[:4], "little") % dim
-        vector[index] += 1.0 if digest[4] & 1 else -1.0
-    norm = vector.norm()
-    return vector / norm if norm > 0 else vector
+    """`hashed_features` as a tensor (the same numbers: the learner's and the planner's features agree)."""
+    return torch.from_numpy(hashed_features(text, dim))
+
+
+def dynamics_batch(transitions: Sequence[Transition], state_dim: int, action_dim: int | None = None) -> DynamicsBatch:
+    """`transitions` as the forward model's training batch."""
+    states, actions, next_states = transition_features(transitions, state_dim, action_dim)
+    return DynamicsBatch(torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(next_states))
 
 
 class DynamicsBatch(NamedTuple):
@@ -123,6 +121,13 @@ class DynamicsCuriosity:
             "optimizer": self.optimizer.state_dict(),
         }
 
+    def weights(self) -> DynamicsWeights:
+        """The forward model's weights as numpy arrays, for `DynamicsWeights.bonus` (no torch needed)."""
+        linears = [m for m in self.model.net if isinstance(m, nn.Linear)]
+        return DynamicsWeights(self.state_dim, self.action_dim,
+                               tuple((m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
+                                     for m in linears))
+
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> DynamicsCuriosity:
         state_dim, action_dim, hidden = state["dims"]
@@ -135,3 +140,7 @@ class DynamicsCuriosity:
 def mix_bonuses(novelty: float, surprise: float, novelty_share: float = 0.5) -> float:
     """One curiosity number from both signals (both lie in [0, 1])."""
     return novelty_share * novelty + (1.0 - novelty_share) * surprise
+
+
+__all__ = ["DynamicsBatch", "DynamicsCuriosity", "DynamicsWeights", "ForwardModel", "NoveltyCounter", "Transition",
+           "dynamics_batch", "hashed_features", "hashed_text_features", "mix_bonuses", "transition_features"]

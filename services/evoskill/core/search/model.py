@@ -16,6 +16,10 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
   (`step_batch`).
 - revisit shaping: an edge into a state the episode (`visited`) or the path has been in costs
   `revisit_penalty`, so that undoing an action (close after open, walking back) never pays for itself.
+- curiosity (`curiosity_weight` > 0 and θ's dynamics model given as `dynamics`): a stepped edge's reward
+  gains weight × the model's surprise at (parent observation, action) -> the child's observation, an
+  intrinsic reward toward what θ's experience does not predict; computed in one numpy call per `simulate`
+  (`DynamicsWeights.surprise`), kept in `surprise`. Off (the default), the rewards are the scorer's alone.
 - transposition keys: (depth, state key). Equal states at equal depth merge; a state reached again deeper
   down is a new node, so the tree never has a cycle.
 - leaf values: (1 - value_mix) * the advised value + value_mix * the return of the one rollout
@@ -45,8 +49,10 @@ import numpy as np
 
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import InvalidInput
+from evoskill.core.exploration import curiosity_changed
 from evoskill.core.llm.prompt import LlmAnswer
 from evoskill.core.reward import Scorer
+from evoskill.core.reward.dynamics import DynamicsWeights
 from evoskill.core.search.advice import Advice
 from evoskill.core.search.mcts import SearchOutOfTime, SearchResult, search
 from evoskill.core.search.types import Evaluation, Root, Transition
@@ -80,6 +86,8 @@ class SearchModel:
     proposed: dict[Path, list[str]] = field(default_factory=dict)  # its new actions the environment took, per node
     ranked: dict[Path, list[str]] = field(default_factory=dict)  # its choices per node, best first
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (its action, why the environment refused it)
+    dynamics: DynamicsWeights | None = None  # θ's dynamics model, for the curiosity bonus
+    surprise: dict[Path, float] = field(default_factory=dict)  # its surprise per stepped edge (curiosity on)
     _rollouts: int = 0
     _rolled: dict[Path, float] = field(default_factory=dict)  # rollout values that came with a path's step
 
@@ -140,8 +148,23 @@ class SearchModel:
         """The reward of the step into `path`, scored the first time search takes it."""
         reward = self.rewards.get(path)
         if reward is None:
-            reward = self.rewards[path] = self.score.total(self.nodes[path].transition)
+            reward = self.score.total(self.nodes[path].transition)
+            if self.curious:  # only then: with curiosity off the rewards stay the scorer's, bit for bit
+                reward += self.config.curiosity_weight * self.surprise.get(path, 0.0)
+            self.rewards[path] = reward
         return reward
+
+    @property
+    def curious(self) -> bool:
+        """The curiosity bonus is on: a weight, and a dynamics model to be surprised."""
+        return self.config.curiosity_weight > 0 and self.dynamics is not None
+
+    def curiosity_chose(self, result: SearchResult) -> bool:
+        """The curiosity bonus chose the root action `result` returns (`core.exploration.curiosity_changed`)."""
+        if not self.curious:
+            return False
+        bonuses = [self.config.curiosity_weight * self.surprise.get((a,), 0.0) for a in self.actions(())]
+        return curiosity_changed(result.q_values, np.asarray(bonuses), result.action)
 
     # -- `search`'s callables -------------------------------------------------------------------------
     def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition | None]:
@@ -204,6 +227,17 @@ class SearchModel:
             self.nodes[path] = result
             if result.rollout_steps:  # none after a no-op (a dead end) or where the path ends the game
                 self._rolled[path] = self._rollout_value(result)
+        self._note_surprise(paths)
+
+    def _note_surprise(self, paths: list[Path]) -> None:
+        """The dynamics model's surprise at each newly stepped edge, in one batched call."""
+        if self.dynamics is None or not self.curious:
+            return
+        edges = [p for p in paths if p and p in self.nodes and p[:-1] in self.nodes and p not in self.surprise]
+        if not edges:
+            return
+        transitions = [(self.nodes[p[:-1]].observation.text, p[-1], self.nodes[p].observation.text) for p in edges]
+        self.surprise.update(zip(edges, self.dynamics.surprise(transitions).tolist(), strict=True))
 
     def _open(self, parents: list[Path]) -> None:
         """Step the children of new nodes (where few enough) and keep the actions that change something.
