@@ -16,13 +16,19 @@ from evoskill.bench.suites import SUITES, Budget
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
+def assert_written(out: Path, result: dict[str, object]) -> None:
+    """The JSON holds the summary returned, plus the run record (revision, versions, command) of write_report."""
+    written = json.loads(out.read_text())
+    assert written.pop("run")["git_revision"] and written == result
+
+
 def test_the_quick_path_on_coin(tmp_path: Path) -> None:
     tiny = Budget(library_episodes=4, gradient_steps=5, test_episodes=2, max_steps=6, simulations=2, wall_time_s=900,
                   batch_size=8, parallel=2, online_epochs=1, episodes_per_epoch=1, train_simulations=2)
     suite = replace(SUITES["coin"], quick=tiny)
     out = tmp_path / "quality.json"
     result = run_quality_bench(suite, True, 2, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work", out)
-    assert json.loads(out.read_text()) == result
+    assert_written(out, result)
     assert result["library"]["episodes"] == 4 and result["library"]["won"] == 4
     # One fresh stack per seed: cloned on the library (v000001), then one online epoch from it (v000002).
     assert [t["policy_version"] for t in result["trained"]] == ["v000002", "v000002"]
@@ -41,7 +47,7 @@ def test_the_quick_ablation_on_coin(tmp_path: Path) -> None:
     suite = replace(SUITES["coin"], quick=tiny)
     out = tmp_path / "ablate.json"
     result = run_ablation_bench(suite, True, 1, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work", out)
-    assert json.loads(out.read_text()) == result
+    assert_written(out, result)
     rows = {r["row"]: r for r in result["rows"]}
     assert list(rows) == [a.name for a in ABLATIONS] and all(r["runs"] == 1 for r in rows.values())
     # cloned on the library (v000001) in every row but the one without it: a fresh θ's one online epoch
