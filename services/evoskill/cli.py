@@ -25,6 +25,7 @@ from rich.table import Table
 
 from evoskill.cli_choices import (
     AgentKind,
+    Curiosity,
     ExploreEpsilon,
     Fold,
     LlmModel,
@@ -320,6 +321,7 @@ def solve(
     llm_model: LlmModel = "",
     explore_epsilon: ExploreEpsilon = None,
     novelty: Novelty = None,
+    curiosity: Curiosity = None,
     memory: Memory = None,
 ) -> None:
     """Play one episode through the services with a live progress display."""
@@ -342,7 +344,8 @@ def solve(
                         table.add_row(str(update.step_index), update.action, str(visits),
                                       f"{update.total_reward:.2f}", f"{update.observation.score:.2f}")
 
-                switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight)
+                switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight,
+                                              curiosity)
                 request = episode_request(env, seed, fold, agent, simulations, max_steps, policy_version=policy,
                                           **switches)
                 outcome = await play(settings, request, show)
@@ -369,6 +372,7 @@ def eval_cmd(
     llm_model: LlmModel = "",
     explore_epsilon: ExploreEpsilon = None,
     novelty: Novelty = None,
+    curiosity: Curiosity = None,
     memory: Memory = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
@@ -389,7 +393,8 @@ def eval_cmd(
     async def main() -> None:
         async with services(configured, console.print) as settings:
             await _check_policy(settings, policy)
-            switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight)
+            switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight,
+                                              curiosity)
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations, **switches},
                                  "max_steps": max_steps, "policy": policy},  # what the planner was asked to use

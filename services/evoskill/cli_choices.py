@@ -181,18 +181,23 @@ ExploreEpsilon = Annotated[float | None, typer.Option(
     help="probability per step of a random candidate instead of the agent's choice (search.explore_epsilon)")]
 Novelty = Annotated[float | None, typer.Option(
     "--novelty", min=0.0, metavar="W", help="count-based novelty bonus W/(count+1) of logit (search.novelty_weight)")]
+Curiosity = Annotated[float | None, typer.Option(
+    "--curiosity", min=0.0, metavar="W", help="edge reward bonus W × the surprise of θ's dynamics model, in search "
+    "(search.curiosity_weight; a θ published without one: off)")]
 Memory = Annotated[MemorySwitch | None, typer.Option(
     "--memory", help="on: retrieved experiences advise the agent (search.memory_weight, 1 where it is 0); off: none")]
 
 
 def exploration_config(epsilon: float | None, novelty: float | None, memory: MemorySwitch | None,
-                       memory_weight: float) -> dict[str, float]:
+                       memory_weight: float, curiosity: float | None = None) -> dict[str, float]:
     """The request's SearchConfig fields the switches set (`memory_weight`: the settings' own)."""
     config: dict[str, float] = {}
     if epsilon is not None:
         config["explore_epsilon"] = epsilon
     if novelty is not None:
         config["novelty_weight"] = novelty
+    if curiosity is not None:
+        config["curiosity_weight"] = curiosity
     if memory is not None:
         config["memory_weight"] = (memory_weight or 1.0) if memory is MemorySwitch.ON else 0.0
     return config
@@ -202,7 +207,31 @@ agents = _members(AgentKind, Agents)
 engines = _members(Engine, Engines)
 
 
-__all__ = ["AgentKind", "Agents", "Engine", "Engines", "EvalAgent", "ExploreEpsilon", "ExportFold", "ExportFormat",
-           "Fold", "HeldOutFold", "LlmModel", "LlmUrl", "Memory", "MemorySwitch", "Novelty", "Numbers",
-           "SearchAlgorithm", "Service", "TuneMode", "agents", "engines", "exploration_config", "llm_url", "numbers",
-           "output_file"]
+__all__ = [
+    "AgentKind",
+    "Agents",
+    "Curiosity",
+    "Engine",
+    "Engines",
+    "EvalAgent",
+    "ExploreEpsilon",
+    "ExportFold",
+    "ExportFormat",
+    "Fold",
+    "HeldOutFold",
+    "LlmModel",
+    "LlmUrl",
+    "Memory",
+    "MemorySwitch",
+    "Novelty",
+    "Numbers",
+    "SearchAlgorithm",
+    "Service",
+    "TuneMode",
+    "agents",
+    "engines",
+    "exploration_config",
+    "llm_url",
+    "numbers",
+    "output_file",
+]
