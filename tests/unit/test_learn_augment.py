@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from evoskill.core.learn import Example, Learner, TokenFeaturizer, TorchPolicy, TrainConfig
-from evoskill.core.learn.augment import fixed_words, goal_names, rename_batch, renamed_step, swap_words
+from evoskill.core.learn.augment import goal_names, rename_batch, renamed_step, swap_words
 from evoskill.platform.config import LearnerSettings
 
 ANIMALS = ("turtle", "wolf", "parrot", "frog", "beaver", "moth", "crocodile", "toad")
@@ -20,21 +20,6 @@ def test_names_are_goal_words_of_the_taken_action_less_verbs_and_short_words() -
     assert goal_names(GOAL, ACTIONS, 0) == ["turtle"]  # "focus" starts candidates, "on" is short
     assert goal_names(GOAL, ACTIONS, 2) == []
     assert goal_names(GOAL, ACTIONS, -1) == []
-
-
-def test_words_every_goal_says_are_the_task_not_a_name() -> None:
-    goals = ["Find an animal. Then, move it to the red box in the kitchen.",
-             "Find an animal. Then, move it to the blue box in the kitchen."] * 2
-    fixed = fixed_words(goals)
-    assert {"kitchen", "box", "animal"} <= fixed and not {"red", "blue"} & fixed
-    assert fixed_words(goals[:1]) == frozenset()  # one goal shows nothing of what varies
-    moves = ["move dove to red box", "go to kitchen", "move dove to blue box"]
-    assert goal_names(goals[0], moves, 0, fixed) == ["red"] and goal_names(goals[0], moves, 1, fixed) == []
-    assert goal_names(goals[0], moves, 1) == ["kitchen"]  # without the batch's goals: a name
-    states = [(g, "You are in the kitchen.") for g in goals]
-    rows = [[(m, "t") for m in moves] for _ in goals]
-    renamed, _ = rename_batch(states, rows, [1] * 4, 1.0, np.random.default_rng(0))
-    assert renamed == states  # "go to kitchen" names nothing that varies: no step renamed
 
 
 def test_a_swap_goes_both_ways_on_whole_words_only() -> None:

@@ -8,9 +8,7 @@ names), and at test it focuses on the turtle where the goal asks for the parrot.
 differ, so its demonstrated action is still right, and only matching the candidate to the goal predicts
 it. Nothing here knows an environment: a name is a word the goal and the taken action share that no
 candidate starts with (verbs do), and the swap partners are the other steps' names, else the step's own
-candidates' words. A word every goal of the batch says is the task family's fixed part, not a name: all of
-find-animal's goals say "move it to the ... box in the kitchen" (only the box's colour varies), all of
-inclined-plane's say "inclined plane"; renaming those adds noise and teaches nothing the goal varies in.
+candidates' words.
 """
 
 from __future__ import annotations
@@ -31,24 +29,16 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def goal_names(goal: str, candidates: Sequence[str], taken: int, fixed: frozenset[str] = frozenset()) -> list[str]:
+def goal_names(goal: str, candidates: Sequence[str], taken: int) -> list[str]:
     """The words of the taken candidate that the goal also says, less verbs (any candidate's first word),
-    short and stop words and the task family's `fixed` words (`fixed_words`); in the action's order. [] when
-    nothing was taken."""
+    short and stop words; in the action's order. [] when nothing was taken."""
     if not 0 <= taken < len(candidates):
         return []
     verbs = {words[0] for words in map(_words, candidates) if words}
     said = set(_words(goal))
     names = [w for w in _words(candidates[taken])
-             if w in said and w not in verbs and w not in _STOP and w not in fixed and len(w) >= _MIN_LETTERS]
+             if w in said and w not in verbs and w not in _STOP and len(w) >= _MIN_LETTERS]
     return list(dict.fromkeys(names))
-
-
-def fixed_words(goals: Sequence[str]) -> frozenset[str]:
-    """The words every one of the distinct `goals` says: the part of the task the variations share. None with
-    fewer than two distinct goals (nothing shows what varies)."""
-    distinct = [set(_words(g)) for g in dict.fromkeys(goals)]
-    return frozenset(set.intersection(*distinct)) if len(distinct) >= 2 else frozenset()
 
 
 def swap_words(text: str, mapping: dict[str, str]) -> str:
@@ -61,11 +51,11 @@ def swap_words(text: str, mapping: dict[str, str]) -> str:
 
 
 def renamed_step(goal: str, observation: str, candidates: Sequence[str], taken: int, partners: Sequence[str],
-                 rng: np.random.Generator, fixed: frozenset[str] = frozenset()) -> tuple[str, str, list[str]] | None:
+                 rng: np.random.Generator) -> tuple[str, str, list[str]] | None:
     """The step with each goal name swapped (both ways, so the renamed world stays consistent) for a partner
     word: a word of the step's candidates the goal does not say (the room's other objects: the turtle becomes
     the distractor) or one of `partners` (other steps' names). None when the step has no name or no partner."""
-    names = goal_names(goal, candidates, taken, fixed)
+    names = goal_names(goal, candidates, taken)
     if not names:
         return None
     said = set(_words(goal))
@@ -86,17 +76,15 @@ def renamed_step(goal: str, observation: str, candidates: Sequence[str], taken: 
 def rename_batch(states: list[tuple[str, str]], candidates: list[list[tuple[str, str]]], taken: Sequence[int],
                  share: float, rng: np.random.Generator) -> tuple[list[tuple[str, str]], list[list[tuple[str, str]]]]:
     """A training batch with about `share` of its steps renamed (`renamed_step`), their partners drawn from
-    the other steps' names, the words all its goals say left as they are. Templates (skills) are kept:
-    renaming an object does not change the skill."""
+    the other steps' names. Templates (skills) are kept: renaming an object does not change the skill."""
     if share <= 0:
         return states, candidates
-    fixed = fixed_words([goal for goal, _ in states])
     texts = [[text for text, _ in row] for row in candidates]
-    names = [goal_names(goal, row, t, fixed) for (goal, _), row, t in zip(states, texts, taken, strict=True)]
+    names = [goal_names(goal, row, t) for (goal, _), row, t in zip(states, texts, taken, strict=True)]
     states, candidates = list(states), list(candidates)
     for i in map(int, np.flatnonzero(rng.random(len(states)) < share)):
         partners = [w for j, row in enumerate(names) if j != i for w in row]
-        renamed = renamed_step(*states[i], texts[i], taken[i], partners, rng, fixed)
+        renamed = renamed_step(*states[i], texts[i], taken[i], partners, rng)
         if renamed is not None:
             goal, observation, row = renamed
             states[i] = (goal, observation)
