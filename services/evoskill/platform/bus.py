@@ -12,8 +12,6 @@ cut to a prefix with its size and sha256 (`DeadLetter.payload_truncated`), so no
 unresolved. The server stops redelivering one delivery after `nats.max_deliver` (a consumer that died
 on every try, or never answered, gets that last one dead-lettered unhandled), so nothing loops forever.
 Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
-A batch consumer (`Bus.batch_consumer`, the memory's) checks the messages of a pull one by one in the same way,
-then writes the rest at once and acknowledges them after the write (a failed write retries them all).
 Every publish is refused over `nats.max_message_bytes` (ResourceExhausted), and carries an idempotency key
 (`Nats-Msg-Id`: the subject and a digest of the event's bytes): JetStream stores a second publish of the same
 event within the stream's duplicate window once (a consumer that published, then died before its ack, publishes
@@ -37,15 +35,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from faststream import AckPolicy, Context
+from faststream import AckPolicy
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, NatsMessage, PullSub, StreamConfig
-from faststream.nats import message as nats_message
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.security import NatsSecurity, NatsUserPassword
 from google.protobuf.message import DecodeError, Message
-from nats.aio.msg import Msg
 from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import trace
 
@@ -53,7 +49,6 @@ from evoskill.core.errors import DomainError, InvalidInput, PermissionDenied, Re
 from evoskill.core.limits import MESSAGE_CHARS, bounded, check_message
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
-from evoskill.platform.beats import beating
 from evoskill.platform.config import NatsSettings, Settings
 from evoskill.platform.payloads import PayloadMissingError, Payloads, PayloadTooLargeError, payload_bucket
 from evoskill.platform.tls import client_context
@@ -61,7 +56,6 @@ from evoskill.platform.tls import client_context
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
-T = TypeVar("T")
 HEADER_CHARS = 512  # of each header name and value a dead letter keeps
 HEADERS_KEPT = 64  # headers a dead letter keeps
 MSG_ID = "Nats-Msg-Id"  # JetStream's deduplication header
@@ -242,156 +236,64 @@ class Bus:
         dead-lettered when `nats.max_deliver` deliveries have failed. The messages of one fetch are handled
         concurrently, so a handler must not rely on their order (announcements carry versions to compare).
         """
-        durable, subject = self._register_durable(name, durable)
+        self._check_route(name, "consume")
+        durable = durable or f"{self.service}-{name.replace('.', '-')}"
+        nats = self.settings.nats
+        subject = self.subject(name)
+        self._consumers.append((durable, subject))
 
         def register(handler: Callable[[M], Awaitable[Any]]) -> Callable[[M], Awaitable[Any]]:
-            @self._subscriber(name, durable, per_replica, PullSub(batch_size=16, timeout=1.0))
+            @self.broker.subscriber(
+                self.subject(name),
+                stream=self.stream,
+                durable=durable,
+                pull_sub=PullSub(batch_size=16, timeout=1.0),
+                ack_policy=AckPolicy.MANUAL,
+                # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
+                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
+                                      inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
+            )
             async def receive(msg: NatsMessage) -> None:
                 started = time.perf_counter()
                 outcome = await handle(msg)
                 metrics.record_message(subject, durable, outcome, time.perf_counter() - started)
 
             async def handle(msg: NatsMessage) -> str:
-                deliveries, decoded = await self._admit(msg, name, durable, message_type)
-                if decoded is None:
+                deliveries = int(msg.raw_message.metadata.num_delivered or 1)
+                if deliveries > nats.max_deliver:
+                    reason = f"delivered {deliveries} times without an outcome (its handling died or hung each time)"
+                    await self._dead_letter(msg, name, durable, deliveries, reason)
                     return metrics.DEAD_LETTERED
                 try:
+                    decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
+                except (DecodeError, PayloadMissingError, PayloadTooLargeError) as exc:
+                    reason = f"cannot decode {message_type.__name__}: {exc}"
+                    await self._dead_letter(msg, name, durable, deliveries, reason)
+                    return metrics.DEAD_LETTERED
+                try:
+                    check_message(decoded)
                     await handler(decoded)
                 except InvalidInput as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
                     return metrics.DEAD_LETTERED
                 except Exception as exc:
-                    return await self._failed(msg, name, durable, deliveries, exc)
+                    if deliveries >= nats.max_deliver:
+                        reason = f"failed {deliveries} times, last: {type(exc).__name__}: {exc}"
+                        await self._dead_letter(msg, name, durable, deliveries, reason)
+                        return metrics.DEAD_LETTERED
+                    delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
+                    # A domain error is expected to pass (a dependency comes back); anything else is a bug.
+                    log.log(logging.WARNING if isinstance(exc, DomainError) else logging.ERROR,
+                            "%s: delivery %d failed (%s: %s), retrying in %.1fs", durable, deliveries,
+                            type(exc).__name__, exc, delay, exc_info=not isinstance(exc, DomainError))
+                    await msg.nack(delay=delay)
+                    return metrics.RETRY
                 await msg.ack()
                 return metrics.OK
 
             return handler
 
         return register
-
-    def batch_consumer(
-        self, name: str, message_type: type[M], prepare: Callable[[M], T], batch_size: int = 16,
-        wait_s: float = 1.0, durable: str | None = None,
-    ) -> Callable[[Callable[[list[T]], Awaitable[Any]]], Callable[[list[T]], Awaitable[Any]]]:
-        """Register `write(items)` as a durable consumer of `<prefix>.<name>` that takes up to `batch_size`
-        messages a fetch (waiting up to `wait_s` to fill one), to write them at once.
-
-        Each message is checked on its own as `consumer` does, then `prepare(message)` makes its item; raising
-        InvalidInput there dead-letters that message alone with the reason. `write` gets the items of the
-        rest, in delivery order; the messages are acknowledged once it returned. If it raises, every one of
-        them is retried with backoff (dead-lettered after `nats.max_deliver` deliveries), so `write` must be
-        idempotent: a retried batch may hold items it wrote before, and other messages than the first time.
-        """
-        durable, subject = self._register_durable(name, durable)
-
-        def register(write: Callable[[list[T]], Awaitable[Any]]) -> Callable[[list[T]], Awaitable[Any]]:
-            @self._subscriber(name, durable, False, PullSub(batch_size=batch_size, timeout=wait_s, batch=True))
-            async def receive(batch: Annotated[nats_message.NatsBatchMessage, Context("message")]) -> None:
-                started = time.perf_counter()
-                outcomes = await handle([self._single(raw) for raw in batch.raw_message])
-                seconds = time.perf_counter() - started
-                for outcome in outcomes:
-                    metrics.record_message(subject, durable, outcome, seconds)
-
-            async def handle(messages: list[NatsMessage]) -> list[str]:
-                outcomes, admitted = [], []
-                for msg in messages:
-                    deliveries, decoded = await self._admit(msg, name, durable, message_type)
-                    if decoded is None:
-                        outcomes.append(metrics.DEAD_LETTERED)
-                        continue
-                    try:
-                        admitted.append((msg, deliveries, prepare(decoded)))
-                    except InvalidInput as exc:
-                        await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
-                        outcomes.append(metrics.DEAD_LETTERED)
-                if not admitted:
-                    return outcomes
-                try:
-                    # A long write of a large batch is not redelivered meanwhile.
-                    held = [msg for msg, _, _ in admitted]
-                    async with beating(self.settings.nats.ack_wait_s / 3, lambda: self._in_progress(held)):
-                        await write([item for _, _, item in admitted])
-                except Exception as exc:
-                    return outcomes + [await self._failed(msg, name, durable, n, exc) for msg, n, _ in admitted]
-                metrics.record_batch(subject, durable, len(admitted))
-                for msg, _, _ in admitted:
-                    await msg.ack()
-                return outcomes + [metrics.OK] * len(admitted)
-
-            return write
-
-        return register
-
-    async def _in_progress(self, messages: list[NatsMessage]) -> None:
-        """Tell the server the messages are still being worked on (their ack_wait starts again)."""
-        try:
-            for msg in messages:
-                await msg.in_progress()
-        except Exception as exc:  # a slow or restarting server: the next beat tries again
-            log.debug("no in-progress ack (%s)", exc)
-
-    def _register_durable(self, name: str, durable: str | None) -> tuple[str, str]:
-        """The durable's name (`<service>-<subject>` unless given) and subject, now watched for lag."""
-        self._check_route(name, "consume")
-        durable = durable or f"{self.service}-{name.replace('.', '-')}"
-        subject = self.subject(name)
-        self._consumers.append((durable, subject))
-        return durable, subject
-
-    def _subscriber(self, name: str, durable: str, per_replica: bool, pull_sub: PullSub) -> Any:
-        nats = self.settings.nats
-        return self.broker.subscriber(
-            self.subject(name),
-            stream=self.stream,
-            durable=durable,
-            pull_sub=pull_sub,
-            ack_policy=AckPolicy.MANUAL,
-            # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
-            config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
-                                  inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
-        )
-
-    @staticmethod
-    def _single(raw: Msg) -> NatsMessage:
-        """One message of a batch as FastStream hands a single one (acked, nacked and rejected on its own)."""
-        return nats_message.NatsMessage(raw_message=raw, body=raw.data, headers=raw.headers or {})
-
-    async def _admit(self, msg: NatsMessage, name: str, durable: str, message_type: type[M]) -> tuple[int, M | None]:
-        """(deliveries, the decoded message), or None for it once dead-lettered: delivered once past
-        `nats.max_deliver`, undecodable, or beyond `core.limits`."""
-        deliveries = int(msg.raw_message.metadata.num_delivered or 1)
-        if deliveries > self.settings.nats.max_deliver:
-            reason = f"delivered {deliveries} times without an outcome (its handling died or hung each time)"
-            await self._dead_letter(msg, name, durable, deliveries, reason)
-            return deliveries, None
-        try:
-            decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
-        except (DecodeError, PayloadMissingError, PayloadTooLargeError) as exc:
-            await self._dead_letter(msg, name, durable, deliveries, f"cannot decode {message_type.__name__}: {exc}")
-            return deliveries, None
-        try:
-            check_message(decoded)
-        except InvalidInput as exc:
-            await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
-            return deliveries, None
-        return deliveries, decoded
-
-    async def _failed(self, msg: NatsMessage, name: str, durable: str, deliveries: int, exc: Exception) -> str:
-        """A handling that raised: retried with backoff (RETRY), or dead-lettered once it failed `max_deliver`
-        times."""
-        nats = self.settings.nats
-        if deliveries >= nats.max_deliver:
-            reason = f"failed {deliveries} times, last: {type(exc).__name__}: {exc}"
-            await self._dead_letter(msg, name, durable, deliveries, reason)
-            return metrics.DEAD_LETTERED
-        delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
-        # A domain error is expected to pass (a dependency comes back); anything else is a bug.
-        log.log(logging.WARNING if isinstance(exc, DomainError) else logging.ERROR,
-                "%s: delivery %d failed (%s: %s), retrying in %.1fs", durable, deliveries,
-                type(exc).__name__, exc, delay, exc_info=not isinstance(exc, DomainError))
-        await msg.nack(delay=delay)
-        return metrics.RETRY
 
     async def _dead_letter(self, msg: NatsMessage, name: str, consumer: str, deliveries: int, error: str) -> None:
         error = bounded(error, MESSAGE_CHARS)

@@ -350,10 +350,6 @@ class MemorySettings(_Group):
         "diversity = MMR's trade-off (docs/memory.md)",
     )
     tiers: MemoryTiersSettings = Field(default_factory=MemoryTiersSettings)  # type: ignore[arg-type]
-    batch_size: int = Field(16, ge=1, le=1024, description="Events of a subject (reward.scored, "
-                            "episode.completed) pulled at a time and written with one Qdrant upsert")
-    batch_wait_s: float = Field(0.5, gt=0, description="Seconds a pull waits to fill a batch before it writes "
-                                "what came (the latency a lone event may take to be stored)")
 
     @field_validator("profiles", mode="before")
     @classmethod

@@ -28,7 +28,6 @@ from evoskill.orchestrator.training.logic import (
     TrainTask,
 )
 from evoskill.orchestrator.training.report import record_metrics
-from evoskill.platform.beats import beating
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 
@@ -50,8 +49,18 @@ async def heartbeats() -> AsyncIterator[None]:
     timeout = activity.info().heartbeat_timeout
     period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
 
-    async with beating(period, activity.heartbeat):
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(period)
+            activity.heartbeat()
+
+    beating = asyncio.create_task(beat())
+    try:
         yield
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
 
 
 class TrainingActivities:
