@@ -37,7 +37,8 @@ from tests.integration.tools_fixtures import write_tasks
 pytestmark = pytest.mark.integration
 
 ACTIONS = ["open door", "go north", "take coin", "look"]
-value = test_metrics.value  # (`reader`, the in-memory meter provider, is conftest's fixture)
+reader = test_metrics.reader  # the metrics tests' fixture: an in-memory meter provider
+value = test_metrics.value
 COMPLETION_TOKENS = 7
 
 
