@@ -1,8 +1,6 @@
-"""Curiosity bonuses (seed 000 §5.3, seed 004 §4.2): count-based novelty and dynamics-model surprise.
+"""Curiosity from a learned dynamics model (seed 000 §5.3, seed 004 §4.2): its surprise at a transition.
 
-Both are stateful (they learn what is familiar), so they live outside the pure `score_transition`; their
-bonus goes into the breakdown through `terms.with_curiosity`, weighted by `curiosity_weight`.
-
+Count-based novelty is elsewhere (`core.exploration.novelty_bonus`, the reward's `novel` term).
 The learner fits a `DynamicsCuriosity` beside θ on its examples' (observation, action, next observation)
 transitions and ships its weights with θ (`core.reward.dynamics.DynamicsWeights`, numpy only): search adds
 `search.curiosity_weight` × its surprise to the edge of a stepped child (core/search/model.py).
@@ -10,7 +8,6 @@ transitions and ships its weights with θ (`core.reward.dynamics.DynamicsWeights
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -18,33 +15,6 @@ import torch
 from torch import nn
 
 from evoskill.core.reward.dynamics import DynamicsWeights, Transition, hashed_features, transition_features
-
-
-class NoveltyCounter:
-    """Visit counts per state key (core.state_key); bonus = 1/sqrt(n) where n counts the visit being scored."""
-
-    def __init__(self, counts: Mapping[str, int] | None = None) -> None:
-        self.counts: dict[str, int] = dict(counts or {})
-
-    def peek(self, key: str) -> float:
-        """The bonus a visit would get now, without counting it (for search, which only imagines steps)."""
-        return 1.0 / math.sqrt(self.counts.get(key, 0) + 1)
-
-    def visit(self, key: str) -> float:
-        self.counts[key] = self.counts.get(key, 0) + 1
-        return 1.0 / math.sqrt(self.counts[key])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NoveltyCounter:
-        return cls({str(k): int(v) for k, v in data["counts"].items()})
-
-
-def hashed_text_features(text: str, dim: int = 64) -> torch.Tensor:
-    """`hashed_features` as a tensor (the same numbers: the learner's and the planner's features agree)."""
-    return torch.from_numpy(hashed_features(text, dim))
 
 
 def dynamics_batch(transitions: Sequence[Transition], state_dim: int, action_dim: int | None = None) -> DynamicsBatch:
@@ -137,10 +107,5 @@ class DynamicsCuriosity:
         return curiosity
 
 
-def mix_bonuses(novelty: float, surprise: float, novelty_share: float = 0.5) -> float:
-    """One curiosity number from both signals (both lie in [0, 1])."""
-    return novelty_share * novelty + (1.0 - novelty_share) * surprise
-
-
-__all__ = ["DynamicsBatch", "DynamicsCuriosity", "DynamicsWeights", "ForwardModel", "NoveltyCounter", "Transition",
-           "dynamics_batch", "hashed_features", "hashed_text_features", "mix_bonuses", "transition_features"]
+__all__ = ["DynamicsBatch", "DynamicsCuriosity", "DynamicsWeights", "ForwardModel", "Transition",
+           "dynamics_batch", "hashed_features", "transition_features"]
