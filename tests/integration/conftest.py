@@ -4,15 +4,29 @@ workflow tests one stack of real services per module (see training_stack)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from evoskill.platform import metrics
 from evoskill.platform.config import Settings
 from evoskill.platform.service import start_service
 from tests.conftest import make_settings
 from tests.integration.test_bus import isolated
 from tests.integration.training_stack import Stack
+
+
+@pytest.fixture
+def reader() -> Iterator[InMemoryMetricReader]:
+    """The service metrics recorded from now on, read in memory."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics.use_meter_provider(provider)
+    yield reader
+    metrics.use_meter_provider(None)
+    provider.shutdown()
 
 
 @pytest.fixture

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import Any
 
 import grpc
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from evoskill.common.v1 import common_pb2
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.service import create
 from evoskill.memory.v1 import memory_pb2, memory_pb2_grpc
-from evoskill.platform.bus import Bus, Subjects
+from evoskill.platform import metrics
+from evoskill.platform.bus import MSG_ID, Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 from evoskill.platform.service import RunningService, start_service
 from tests.integration.test_bus import isolated
+from tests.integration.test_metrics import points
 from tests.integration.waiting import rpc_error, until
 from tests.unit.test_episode_record import played
 
@@ -147,8 +152,8 @@ async def test_bad_store_is_invalid_argument_and_stores_nothing(memory) -> None:
     assert stored_count(running) == 0
 
 
-async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memory_settings: Settings) -> None:
-    settings = memory_settings
+async def dead_letters(settings: Settings) -> tuple[Bus, list[events_pb2.DeadLetter]]:
+    """A started bus that publishes the test's events and collects reward.scored's dead letters."""
     watcher = Bus(settings, "watcher")
     letters: list[events_pb2.DeadLetter] = []
 
@@ -157,6 +162,12 @@ async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memo
         letters.append(letter)
 
     await watcher.start()
+    return watcher, letters
+
+
+async def test_scored_steps_become_experiences_and_garbage_is_dead_lettered(memory_settings: Settings) -> None:
+    settings = memory_settings
+    watcher, letters = await dead_letters(settings)
     running = await start_service("memory", settings, create)
     episode = f"ep-{uuid.uuid4().hex[:6]}"
     # ScienceWorld-sized: its episode.completed is over NATS's max_payload and arrives through the object store.
@@ -283,3 +294,88 @@ async def test_the_background_compaction_keeps_every_step_counted_once_through_r
         assert stats.summarised + stats.hot.points == 19
     finally:
         await running.stop()
+
+
+def batched(settings: Settings, size: int) -> Settings:
+    return settings.model_copy(update={"memory": settings.memory.model_copy(update={"batch_size": size})})
+
+
+async def test_a_pull_is_written_at_once_and_acked_only_once_written(reader: InMemoryMetricReader,
+                                                                     memory_settings: Settings) -> None:
+    """40 scored steps wait in the stream, 2 of them garbage: the service pulls them 16 at a time, dead-letters
+    the garbage with its reason, and writes the other 38 with one upsert a pull. A write that fails is retried
+    (nothing acked, nothing lost); a step published again writes nothing new."""
+    settings = batched(memory_settings, 16)
+    watcher, letters = await dead_letters(settings)
+    _, transitions = played(44, width=3, episode_id="batched")
+    events = [events_pb2.RewardScored(transition=t, total=0.5) for t in transitions]
+    subject = watcher.subject(Subjects.REWARD_SCORED)
+    running = None
+    try:
+        for i, event in enumerate(events[:38]):
+            await watcher.publish(Subjects.REWARD_SCORED, event)
+            if i == 10:
+                await watcher.broker.publish(b"\xff\xff\xff", subject, stream=watcher.stream.name)
+            if i == 25:
+                await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(total=1.0))  # no action
+        running = await start_service("memory", settings, create)
+        def batches() -> tuple[int, int]:
+            """(writes, messages written) of the consumer."""
+            found = [p for p in points(reader, metrics.BUS_BATCH)
+                     if p.attributes["messaging.consumer.group.name"] == "memory-reward-scored"]
+            return (int(found[0].count), int(found[0].sum)) if found else (0, 0)
+
+        await until(lambda: len(letters) == 2 and batches()[1] == 38, "38 written, 2 dead letters")
+        assert stored_count(running) == 38 and batches()[0] <= 4  # 16, 16, 8 pulled: a write per pull
+        assert any(letter.payload == b"\xff\xff\xff" and "cannot decode" in letter.error for letter in letters)
+        assert any("action text is empty" in letter.error for letter in letters)
+
+        # The store refuses one write: that batch is nacked, redelivered and written; nothing is dead-lettered.
+        store = running.parts.registrations[0][1].store
+        write, refused = store.store, []
+
+        def flaky(experiences: list[memory_pb2.Experience]) -> int:
+            if not refused:
+                refused.append(len(experiences))
+                raise ConnectionError("Qdrant briefly unavailable")
+            return int(write(experiences))
+
+        store.store = flaky
+        for event in events[38:43]:
+            await watcher.publish(Subjects.REWARD_SCORED, event)
+        await until(lambda: stored_count(running) == 43, "the refused batch written on its redelivery")
+        # Published again (past JetStream's duplicate window: another message id), then a new step.
+        await watcher.publish(Subjects.REWARD_SCORED, events[0], headers={MSG_ID: "again"})
+        await watcher.publish(Subjects.REWARD_SCORED, events[43])
+        await until(lambda: batches()[1] == 38 + 5 + 2, "both written")
+        assert stored_count(running) == 44 and refused and len(letters) == 2
+    finally:
+        if running is not None:
+            await running.stop()
+        await watcher.stop()
+
+
+async def test_a_write_longer_than_ack_wait_is_not_redelivered_meanwhile(memory_settings: Settings) -> None:
+    """ack_wait 1 s, a write of 2.5 s: the consumer keeps its messages in progress, so they are written once."""
+    settings = memory_settings.model_copy(update={"nats": memory_settings.nats.model_copy(update={"ack_wait_s": 1.0})})
+    watcher, letters = await dead_letters(settings)
+    running = await start_service("memory", settings, create)
+    store = running.parts.registrations[0][1].store
+    write, writes = store.store, []
+
+    def slow(experiences: list[memory_pb2.Experience]) -> int:
+        writes.append(len(experiences))
+        time.sleep(2.5)
+        return int(write(experiences))
+
+    store.store = slow
+    _, transitions = played(3, width=3, episode_id="slow")
+    try:
+        for t in transitions:
+            await watcher.publish(Subjects.REWARD_SCORED, events_pb2.RewardScored(transition=t, total=0.5))
+        await until(lambda: stored_count(running) == 3, "the slow writes done")
+        await asyncio.sleep(1.5)  # a redelivery would have come by now
+        assert sum(writes) == 3 and not letters
+    finally:
+        await running.stop()
+        await watcher.stop()

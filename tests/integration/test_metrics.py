@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from evoskill.common.v1 import common_pb2
@@ -27,16 +25,6 @@ from tests.integration.test_bus import isolated
 from tests.integration.waiting import until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def reader() -> Iterator[InMemoryMetricReader]:
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    metrics.use_meter_provider(provider)
-    yield reader
-    metrics.use_meter_provider(None)
-    provider.shutdown()
 
 
 def points(reader: InMemoryMetricReader, name: str) -> list[Any]:

@@ -37,7 +37,6 @@ from tests.integration.tools_fixtures import write_tasks
 pytestmark = pytest.mark.integration
 
 ACTIONS = ["open door", "go north", "take coin", "look"]
-reader = test_metrics.reader  # the metrics tests' fixture: an in-memory meter provider
 value = test_metrics.value
 COMPLETION_TOKENS = 7
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from qdrant_client import QdrantClient, models
 
 from evoskill.core.memory import PROFILES, Retrieval, Weights
@@ -16,6 +18,7 @@ from evoskill.core.memory.tiers import Limits
 from evoskill.memory.query import COLD_INDEXED_FIELDS, INDEXED_FIELDS
 from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
 from evoskill.memory.v1 import memory_pb2
+from evoskill.platform import metrics
 from evoskill.platform.config import MemorySettings, Settings
 
 Experience = memory_pb2.Experience
@@ -140,6 +143,23 @@ def test_a_completed_episode_replaces_what_a_cut_short_attempt_left_pending(stor
     stored = {(r.experience.episode_id, r.experience.step_index, r.experience.action, r.experience.outcome)
               for r in store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=10, recall=10))}
     assert stored == {("ep", 0, "go 0", WON), ("ep", 1, "go 1", WON), ("other", 0, "move 0", PENDING)}
+
+
+def test_episodes_completed_together_are_written_with_one_upsert_and_clear_their_pending(
+        store: ExperienceStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory service's batch of episode.completed: one upsert for every episode, each one's pending steps
+    gone (one that stored no step included), and the same batch again changes nothing."""
+    store.store([kitchen(f"move {i}", e, step_index=i) for e in ("a", "b", "empty") for i in range(3)])
+    upserts: list[int] = []
+    upsert = store.client.upsert
+    monkeypatch.setattr(store.client, "upsert", lambda *a, **kw: upserts.append(len(kw["points"])) or upsert(*a, **kw))
+    batch = [(e, [kitchen(f"go {i}", e, step_index=i, outcome=WON) for i in range(2)]) for e in ("a", "b")]
+    assert store.store_episodes([*batch, ("empty", [])]) == 4
+    assert upserts == [4]
+    stored = {(r.experience.episode_id, r.experience.action, r.experience.outcome)
+              for r in store.retrieve(Retrieval(goal=GOAL, state=KITCHEN, limit=10, recall=20))}
+    assert stored == {(e, f"go {i}", WON) for e in ("a", "b") for i in range(2)}
+    assert store.store_episodes(batch) == 4 and store.count() == 4
 
 
 def test_payload_indexes_are_made_on_a_server_and_skipped_in_local_mode(tmp_path: Path) -> None:
@@ -293,6 +313,39 @@ def test_low_value_and_old_episodes_go_cold_and_purge_empties_both_tiers(store: 
     assert store.delete([]) == 2
     stats = store.stats()
     assert (stats.hot.points, stats.cold.points, stats.summarised, stats.compactions) == (0, 0, 0, 0)
+
+
+def test_compactions_are_counted_with_what_they_summarised_and_wrote(store: ExperienceStore,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics.use_meter_provider(provider)
+    try:
+        store.store([*episode("lost", 2, outcome=LOST, t=OLD_MS), *episode("won", 3, t=OLD_MS + 10)])
+        limits = Limits(hot_max=1, min_age_ms=DAY_MS)
+        assert store.compact(limits, batch=10, now_ms=OLD_MS + 2 * DAY_MS) == (5, 2, {"count": 2})
+        assert store.compact(limits, batch=10, now_ms=OLD_MS + 2 * DAY_MS) == (0, 0, {})
+        summaries = store.stats().cold.points
+
+        def down(*args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("Qdrant unreachable")
+
+        monkeypatch.setattr(store.client, "scroll", down)
+        with pytest.raises(ConnectionError):
+            store.compact(limits, batch=10)
+        data = reader.get_metrics_data()
+        found = {(m.name, tuple(sorted(p.attributes.items()))): p.value for r in data.resource_metrics
+                 for s in r.scope_metrics for m in s.metrics for p in m.data.data_points}
+    finally:
+        metrics.use_meter_provider(None)
+        provider.shutdown()
+    assert summaries > 0 and found == {
+        (metrics.MEMORY_COMPACTIONS, (("outcome", "ok"),)): 2,
+        (metrics.MEMORY_COMPACTIONS, (("outcome", "failed"),)): 1,
+        (metrics.MEMORY_SUMMARISED, ()): 5,
+        (metrics.MEMORY_COLD_EPISODES, (("reason", "count"),)): 2,
+        (metrics.MEMORY_SUMMARIES, ()): summaries,
+    }
 
 
 def test_retrieval_fills_from_cold_summaries_when_hot_has_too_few(store: ExperienceStore) -> None:

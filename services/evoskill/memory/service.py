@@ -191,14 +191,23 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     store = await asyncio.to_thread(open_store, settings)
     servicer = MemoryServicer(store, settings.memory)
 
-    # InvalidInput (no action, no goal and state, no episode id) -> dead letter with the reason.
-    @bus.consumer(Subjects.REWARD_SCORED, events_pb2.RewardScored)
-    async def on_scored(event: events_pb2.RewardScored) -> None:
-        await asyncio.to_thread(store.store, [experience_from_transition(event.transition, event.total)])
+    # Each event is made an experience on its own (InvalidInput: no action, no goal and state, no episode id ->
+    # dead letter with the reason); the rest of a pull is written at once, and acked once written.
+    size, wait_s = settings.memory.batch_size, settings.memory.batch_wait_s
 
-    @bus.consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted)
-    async def on_episode(event: events_pb2.EpisodeCompleted) -> None:
-        await asyncio.to_thread(store.store_episode, event.episode_id, experiences_from_episode(event))
+    def scored(event: events_pb2.RewardScored) -> memory_pb2.Experience:
+        return experience_from_transition(event.transition, event.total)
+
+    def episode(event: events_pb2.EpisodeCompleted) -> tuple[str, list[memory_pb2.Experience]]:
+        return event.episode_id, experiences_from_episode(event)
+
+    @bus.batch_consumer(Subjects.REWARD_SCORED, events_pb2.RewardScored, scored, size, wait_s)
+    async def on_scored(experiences: list[memory_pb2.Experience]) -> None:
+        await asyncio.to_thread(store.store, experiences)
+
+    @bus.batch_consumer(Subjects.EPISODE_COMPLETED, events_pb2.EpisodeCompleted, episode, size, wait_s)
+    async def on_episode(episodes: list[tuple[str, list[memory_pb2.Experience]]]) -> None:
+        await asyncio.to_thread(store.store_episodes, episodes)
 
     async def close() -> None:
         await asyncio.to_thread(store.close)

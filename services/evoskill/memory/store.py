@@ -43,6 +43,7 @@ from evoskill.core.memory.tiers import (
 from evoskill.learner.registry import feature_cache_dir
 from evoskill.memory.query import COLD_INDEXED_FIELDS, INDEXED_FIELDS, matches, matches_any, prefetch, rescore
 from evoskill.memory.v1 import memory_pb2
+from evoskill.platform import metrics
 from evoskill.platform.config import Settings
 
 
@@ -99,9 +100,8 @@ def of_episodes(keys: Sequence[str]) -> models.Filter:
     return models.Filter(should=should)
 
 
-def pending_of(episode_id: str) -> models.Filter:
-    return models.Filter(must=[models.FieldCondition(key="episode_id", match=models.MatchValue(value=episode_id)),
-                               matches_any("outcome", ["pending"])])
+def pending_of(*episode_ids: str) -> models.Filter:
+    return models.Filter(must=[matches_any("episode_id", list(episode_ids)), matches_any("outcome", ["pending"])])
 
 
 class ExperienceStore:
@@ -120,6 +120,7 @@ class ExperienceStore:
         self.featurizer = featurizer
         self.vector = vector_name(featurizer)
         self.written = 0  # experiences stored since the last compaction (the service compacts after N)
+        self.summaries_written = 0  # cold summaries written (new or merged into), for the compaction metrics
         self.closed = False  # a compaction in progress stops at its next batch
         self._lock = threading.Lock()  # local mode's client is not meant for concurrent use
         self._compacting = threading.Lock()  # one compaction at a time
@@ -217,13 +218,19 @@ class ExperienceStore:
         """An episode complete, every step with its outcome: it replaces whatever of the episode is stored, so
         the pending steps of an attempt that a crash cut short and a retry did not reach are removed. An
         episode gone cold is not stored again."""
-        points = self._points(experiences)
+        return self.store_episodes([(episode_id, experiences)])
+
+    def store_episodes(self, episodes: Sequence[tuple[str, Sequence[memory_pb2.Experience]]]) -> int:
+        """`store_episode` for many at once: one upsert and one delete for all of them."""
+        points = self._points([e for _, experiences in episodes for e in experiences])
         with self._lock:
-            if self._gone_cold({episode_id}):
-                return 0
+            cold = self._gone_cold({episode_id for episode_id, _ in episodes})
+            kept = [e for e, _ in episodes if e not in cold]
+            points = [p for p in points if (p.payload or {})["episode_id"] not in cold]
             if points:  # Qdrant refuses an empty upsert; an episode with no storable step still clears its pending
                 self.client.upsert(self.collection, points=points)
-            self.client.delete(self.collection, points_selector=models.FilterSelector(filter=pending_of(episode_id)))
+            if kept:
+                self.client.delete(self.collection, points_selector=models.FilterSelector(filter=pending_of(*kept)))
             self.written += len(points)
         return len(points)
 
@@ -355,35 +362,46 @@ class ExperienceStore:
                                              vector={self.vector: list(summary.representative.vector)}))
         if points:
             self.client.upsert(self.cold, points=points)
+            self.summaries_written += len(points)
 
     def compact(self, limits: Limits, batch: int, now_ms: int | None = None) -> tuple[int, int, dict[str, int]]:
         """Move the episodes the limits send cold (core/memory/tiers.py: select_cold), `batch` experiences at a
         time (`_move`: a crash leaves a batch to be finished, never redone). Returns (experiences moved,
         episodes moved, episodes per reason)."""
+        with self._compacting:
+            summaries = self.summaries_written
+            try:
+                moved, episodes, reasons = self._compact(limits, batch, now_ms)
+            except Exception:
+                metrics.record_compaction(metrics.FAILED)
+                raise
+            metrics.record_compaction(metrics.OK, moved, reasons, self.summaries_written - summaries)
+        return moved, episodes, reasons
+
+    def _compact(self, limits: Limits, batch: int, now_ms: int | None) -> tuple[int, int, dict[str, int]]:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         moved = episodes = 0
         reasons: dict[str, int] = {}
-        with self._compacting:
+        with self._lock:
+            self.written = 0
+            for leftover, keys in self._unfinished().items():
+                moved += self._move(leftover, keys, recorded=True)
+            digests = digest_episodes(p.payload or {} for p in self._scroll(self.collection, None,
+                                                                             HOT_DIGEST_FIELDS))
+        chosen = select_cold(digests, now_ms, limits)
+        for _, reason in chosen:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        sizes = {d.key: d.size for d in digests}
+        for keys in batches(chosen, sizes, batch):
+            with self._lock:  # a batch at a time: writes and retrievals go on between batches
+                if self.closed:
+                    break
+                moved += self._move(batch_id(keys), keys)
+            episodes += len(keys)
+        if moved:
             with self._lock:
-                self.written = 0
-                for leftover, keys in self._unfinished().items():
-                    moved += self._move(leftover, keys, recorded=True)
-                digests = digest_episodes(p.payload or {} for p in self._scroll(self.collection, None,
-                                                                                 HOT_DIGEST_FIELDS))
-            chosen = select_cold(digests, now_ms, limits)
-            for _, reason in chosen:
-                reasons[reason] = reasons.get(reason, 0) + 1
-            sizes = {d.key: d.size for d in digests}
-            for keys in batches(chosen, sizes, batch):
-                with self._lock:  # a batch at a time: writes and retrievals go on between batches
-                    if self.closed:
-                        break
-                    moved += self._move(batch_id(keys), keys)
-                episodes += len(keys)
-            if moved:
-                with self._lock:
-                    if not self.closed:
-                        self._record_compaction(now_ms, moved)
+                if not self.closed:
+                    self._record_compaction(now_ms, moved)
         return moved, episodes, reasons
 
     def _meta(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from evoskill.core.exploration import CURIOSITY, NOVELTY, UNCERTAIN, novelty_bon
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
-from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, novelty, revisits, theta
+from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, novelty, revisits, theta, visit_counts
 from evoskill.core.search.mcts import SearchOutOfTime
 from evoskill.core.search.model import ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
@@ -213,15 +213,15 @@ class PolicyAgent:
         (logits,) = evaluation.logits or []
         actions = list(env.actions(()))
         here, memory = env.nodes[()].state_key, step.memory
-        visits = [memory.visited[env.nodes[(a,)].state_key] if seen else memory.times_taken(here, a)
-                  for a, seen in zip(actions, env.seen(()), strict=True)]
-        charged = np.asarray(logits) - self.config.policy_revisit_penalty * np.asarray(visits)
+        # As search counts them, but a stepped child counts its visits only where it leads back (`seen`).
+        visits = visit_counts(memory.visited.__getitem__, memory.times_taken, known=lambda m: m.seen(()))(env)
+        charged = np.asarray(logits) - self.config.policy_revisit_penalty * visits
         known_no_op = np.asarray([(here, a) in memory.no_ops for a in actions], dtype=bool)
         if self.config.policy_revisit_penalty and not known_no_op.all():
             charged[known_no_op] = -np.inf  # taken here before and nothing changed: it would change nothing again
         chosen, explored = int(np.argmax(charged)), ""
         if self.config.novelty_weight:
-            novel = int(np.argmax(charged + novelty_bonus(np.asarray(visits), self.config.novelty_weight)))
+            novel = int(np.argmax(charged + novelty_bonus(visits, self.config.novelty_weight)))
             chosen, explored = novel, (NOVELTY if novel != chosen else "")
         return Decision(actions[chosen], target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
                         env_seconds=env.env_seconds, value=float(evaluation.values[0]), exploration=explored)

@@ -12,6 +12,8 @@ cut to a prefix with its size and sha256 (`DeadLetter.payload_truncated`), so no
 unresolved. The server stops redelivering one delivery after `nats.max_deliver` (a consumer that died
 on every try, or never answered, gets that last one dead-lettered unhandled), so nothing loops forever.
 Any other exception (a built-in `ValueError` from a bug included) is retried, never taken for bad input.
+A batch consumer (`Bus.batch_consumer`, the memory's) handles each message of a pull so too, in its own span,
+and writes the items of the pull at once (`platform.batching.Gatherer`); each is acked once the write returned.
 Every publish is refused over `nats.max_message_bytes` (ResourceExhausted), and carries an idempotency key
 (`Nats-Msg-Id`: the subject and a digest of the event's bytes): JetStream stores a second publish of the same
 event within the stream's duplicate window once (a consumer that published, then died before its ack, publishes
@@ -49,6 +51,8 @@ from evoskill.core.errors import DomainError, InvalidInput, PermissionDenied, Re
 from evoskill.core.limits import MESSAGE_CHARS, bounded, check_message
 from evoskill.events.v1 import events_pb2
 from evoskill.platform import metrics
+from evoskill.platform.batching import Gatherer
+from evoskill.platform.beats import beating
 from evoskill.platform.config import NatsSettings, Settings
 from evoskill.platform.payloads import PayloadMissingError, Payloads, PayloadTooLargeError, payload_bucket
 from evoskill.platform.tls import client_context
@@ -56,6 +60,7 @@ from evoskill.platform.tls import client_context
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
+T = TypeVar("T")
 HEADER_CHARS = 512  # of each header name and value a dead letter keeps
 HEADERS_KEPT = 64  # headers a dead letter keeps
 MSG_ID = "Nats-Msg-Id"  # JetStream's deduplication header
@@ -223,7 +228,8 @@ class Bus:
         )
 
     def consumer(
-        self, name: str, message_type: type[M], durable: str | None = None, per_replica: bool = False
+        self, name: str, message_type: type[M], durable: str | None = None, per_replica: bool = False,
+        fetch: int = 16,
     ) -> Callable[[Callable[[M], Awaitable[Any]]], Callable[[M], Awaitable[Any]]]:
         """Register `handler(message)` as a durable consumer of `<prefix>.<name>`.
 
@@ -234,66 +240,133 @@ class Bus:
         The handler is called with the decoded message once it passed `core.limits`; raising InvalidInput
         dead-letters the message at once with the reason; any other exception is retried with backoff, then
         dead-lettered when `nats.max_deliver` deliveries have failed. The messages of one fetch are handled
-        concurrently, so a handler must not rely on their order (announcements carry versions to compare).
+        concurrently (`fetch` at a time), so a handler must not rely on their order (announcements carry
+        versions to compare).
         """
-        self._check_route(name, "consume")
-        durable = durable or f"{self.service}-{name.replace('.', '-')}"
-        nats = self.settings.nats
-        subject = self.subject(name)
-        self._consumers.append((durable, subject))
+        durable, subject = self._register_durable(name, durable)
 
         def register(handler: Callable[[M], Awaitable[Any]]) -> Callable[[M], Awaitable[Any]]:
-            @self.broker.subscriber(
-                self.subject(name),
-                stream=self.stream,
-                durable=durable,
-                pull_sub=PullSub(batch_size=16, timeout=1.0),
-                ack_policy=AckPolicy.MANUAL,
-                # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
-                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
-                                      inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
-            )
+            @self._subscriber(name, durable, per_replica, PullSub(batch_size=fetch, timeout=1.0))
             async def receive(msg: NatsMessage) -> None:
                 started = time.perf_counter()
                 outcome = await handle(msg)
                 metrics.record_message(subject, durable, outcome, time.perf_counter() - started)
 
             async def handle(msg: NatsMessage) -> str:
-                deliveries = int(msg.raw_message.metadata.num_delivered or 1)
-                if deliveries > nats.max_deliver:
-                    reason = f"delivered {deliveries} times without an outcome (its handling died or hung each time)"
-                    await self._dead_letter(msg, name, durable, deliveries, reason)
+                deliveries, decoded = await self._admit(msg, name, durable, message_type)
+                if decoded is None:
                     return metrics.DEAD_LETTERED
                 try:
-                    decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
-                except (DecodeError, PayloadMissingError, PayloadTooLargeError) as exc:
-                    reason = f"cannot decode {message_type.__name__}: {exc}"
-                    await self._dead_letter(msg, name, durable, deliveries, reason)
-                    return metrics.DEAD_LETTERED
-                try:
-                    check_message(decoded)
-                    await handler(decoded)
+                    # A handler longer than ack_wait (a batch's write) is not redelivered meanwhile.
+                    async with beating(self.settings.nats.ack_wait_s / 3, lambda: self._in_progress(msg)):
+                        await handler(decoded)
                 except InvalidInput as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
                     return metrics.DEAD_LETTERED
                 except Exception as exc:
-                    if deliveries >= nats.max_deliver:
-                        reason = f"failed {deliveries} times, last: {type(exc).__name__}: {exc}"
-                        await self._dead_letter(msg, name, durable, deliveries, reason)
-                        return metrics.DEAD_LETTERED
-                    delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
-                    # A domain error is expected to pass (a dependency comes back); anything else is a bug.
-                    log.log(logging.WARNING if isinstance(exc, DomainError) else logging.ERROR,
-                            "%s: delivery %d failed (%s: %s), retrying in %.1fs", durable, deliveries,
-                            type(exc).__name__, exc, delay, exc_info=not isinstance(exc, DomainError))
-                    await msg.nack(delay=delay)
-                    return metrics.RETRY
+                    return await self._failed(msg, name, durable, deliveries, exc)
                 await msg.ack()
                 return metrics.OK
 
             return handler
 
         return register
+
+    def batch_consumer(
+        self, name: str, message_type: type[M], prepare: Callable[[M], T], batch_size: int = 16,
+        wait_s: float = 0.05, durable: str | None = None,
+    ) -> Callable[[Callable[[list[T]], Awaitable[Any]]], Callable[[list[T]], Awaitable[Any]]]:
+        """Register `write(items)` as a durable consumer of `<prefix>.<name>` that writes the items of up to
+        `batch_size` messages at once.
+
+        Each message is handled as `consumer` handles it, in its own span of its publisher's trace, with its
+        own ack, retry and dead letter: `prepare(message)` makes its item (raising InvalidInput there
+        dead-letters that message alone, with the reason), then a `Gatherer` waits up to `wait_s` for the other
+        messages of the pull (handled concurrently) and hands their items to one `write`. Each message is
+        acknowledged once that write returned; if it raised, each is retried with backoff (dead-lettered after
+        `nats.max_deliver` deliveries), so `write` must be idempotent: a retried item may come in another batch.
+        """
+        subject = self.subject(name)
+        durable = durable or self._durable_name(name)
+
+        def register(write: Callable[[list[T]], Awaitable[Any]]) -> Callable[[list[T]], Awaitable[Any]]:
+            gatherer = Gatherer(write, batch_size, wait_s, lambda n: metrics.record_batch(subject, durable, n))
+
+            @self.consumer(name, message_type, durable, fetch=batch_size)
+            async def handle(message: M) -> None:
+                await gatherer.add(prepare(message))
+
+            return write
+
+        return register
+
+    @staticmethod
+    async def _in_progress(msg: NatsMessage) -> None:
+        """Tell the server the message is still being worked on (its ack_wait starts again)."""
+        try:
+            await msg.in_progress()
+        except Exception as exc:  # a slow or restarting server: the next beat tries again
+            log.debug("no in-progress ack (%s)", exc)
+
+    def _durable_name(self, name: str) -> str:
+        return f"{self.service}-{name.replace('.', '-')}"
+
+    def _register_durable(self, name: str, durable: str | None) -> tuple[str, str]:
+        """The durable's name (`<service>-<subject>` unless given) and subject, now watched for lag."""
+        self._check_route(name, "consume")
+        durable = durable or self._durable_name(name)
+        subject = self.subject(name)
+        self._consumers.append((durable, subject))
+        return durable, subject
+
+    def _subscriber(self, name: str, durable: str, per_replica: bool, pull_sub: PullSub) -> Any:
+        nats = self.settings.nats
+        return self.broker.subscriber(
+            self.subject(name),
+            stream=self.stream,
+            durable=durable,
+            pull_sub=pull_sub,
+            ack_policy=AckPolicy.MANUAL,
+            # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
+            config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
+                                  inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
+        )
+
+    async def _admit(self, msg: NatsMessage, name: str, durable: str, message_type: type[M]) -> tuple[int, M | None]:
+        """(deliveries, the decoded message), or None for it once dead-lettered: delivered once past
+        `nats.max_deliver`, undecodable, or beyond `core.limits`."""
+        deliveries = int(msg.raw_message.metadata.num_delivered or 1)
+        if deliveries > self.settings.nats.max_deliver:
+            reason = f"delivered {deliveries} times without an outcome (its handling died or hung each time)"
+            await self._dead_letter(msg, name, durable, deliveries, reason)
+            return deliveries, None
+        try:
+            decoded = message_type.FromString(await self.payloads.incoming(msg.body, msg.headers))
+        except (DecodeError, PayloadMissingError, PayloadTooLargeError) as exc:
+            await self._dead_letter(msg, name, durable, deliveries, f"cannot decode {message_type.__name__}: {exc}")
+            return deliveries, None
+        try:
+            check_message(decoded)
+        except InvalidInput as exc:
+            await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
+            return deliveries, None
+        return deliveries, decoded
+
+    async def _failed(self, msg: NatsMessage, name: str, durable: str, deliveries: int, exc: Exception) -> str:
+        """A handling that raised: retried with backoff (RETRY), or dead-lettered once it failed `max_deliver`
+        times."""
+        nats = self.settings.nats
+        if deliveries >= nats.max_deliver:
+            reason = f"failed {deliveries} times, last: {type(exc).__name__}: {exc}"
+            await self._dead_letter(msg, name, durable, deliveries, reason)
+            return metrics.DEAD_LETTERED
+        delay = nats.backoff_s[min(deliveries, len(nats.backoff_s)) - 1] if nats.backoff_s else 0
+        # A domain error is expected to pass (a dependency comes back); anything else is a bug.
+        log.log(logging.WARNING if isinstance(exc, DomainError) else logging.ERROR,
+                "%s: delivery %d failed (%s: %s), retrying in %.1fs", durable, deliveries,
+                type(exc).__name__, exc, delay, exc_info=not isinstance(exc, DomainError))
+        await msg.nack(delay=delay)
+        return metrics.RETRY
 
     async def _dead_letter(self, msg: NatsMessage, name: str, consumer: str, deliveries: int, error: str) -> None:
         error = bounded(error, MESSAGE_CHARS)

@@ -350,6 +350,10 @@ class MemorySettings(_Group):
         "diversity = MMR's trade-off (docs/memory.md)",
     )
     tiers: MemoryTiersSettings = Field(default_factory=MemoryTiersSettings)  # type: ignore[arg-type]
+    batch_size: int = Field(16, ge=1, le=1024, description="Events of a subject (reward.scored, "
+                            "episode.completed) pulled at a time and written with one Qdrant upsert")
+    batch_wait_s: float = Field(0.05, gt=0, le=60, description="Seconds a batch waits, after its first event, "
+                                "for the rest of the pull (handled concurrently) before it is written")
 
     @field_validator("profiles", mode="before")
     @classmethod

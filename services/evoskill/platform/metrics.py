@@ -9,9 +9,15 @@ with an in-memory reader. Names and attributes (the collector turns dots into un
 - `evoskill.bus.messages` counter {messaging.destination.name, messaging.consumer.group.name, outcome}
   with outcome `ok`, `retry` (nacked for redelivery) or `dead_lettered`
 - `evoskill.bus.handle.duration` histogram, seconds {messaging.destination.name, messaging.consumer.group.name}
+- `evoskill.bus.batch.size` histogram, messages {messaging.destination.name, messaging.consumer.group.name}:
+  the messages a batch consumer wrote at once (one per successful write)
 - `evoskill.bus.consumer.lag` gauge {messaging.nats.stream, messaging.consumer.group.name,
   messaging.destination.name}: messages of the durable consumer not yet acknowledged (JetStream
   num_pending + num_ack_pending), refreshed by the bus every few seconds
+- `evoskill.memory.compactions` counter {outcome}: the memory's compactions run, `ok` or `failed`
+- `evoskill.memory.compaction.experiences` counter: experiences summarised into the cold tier
+- `evoskill.memory.compaction.episodes` counter {reason}: episodes moved cold, by the limit that sent them
+- `evoskill.memory.cold.summaries` counter: cold summaries written (new ones, or merged into)
 """
 
 from __future__ import annotations
@@ -34,14 +40,20 @@ RPC_DURATION = "evoskill.rpc.server.duration"
 BUS_MESSAGES = "evoskill.bus.messages"
 BUS_DURATION = "evoskill.bus.handle.duration"
 BUS_LAG = "evoskill.bus.consumer.lag"
+BUS_BATCH = "evoskill.bus.batch.size"
+MEMORY_COMPACTIONS = "evoskill.memory.compactions"
+MEMORY_SUMMARISED = "evoskill.memory.compaction.experiences"
+MEMORY_COLD_EPISODES = "evoskill.memory.compaction.episodes"
+MEMORY_SUMMARIES = "evoskill.memory.cold.summaries"
 LLM_REQUESTS = "evoskill.llm.requests"
 LLM_TOKENS = "evoskill.llm.tokens"
 
-OK, RETRY, DEAD_LETTERED = "ok", "retry", "dead_lettered"
+OK, RETRY, DEAD_LETTERED, FAILED = "ok", "retry", "dead_lettered", "failed"
 
 # Seconds: from a health check (sub-millisecond) to a whole episode (minutes).
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                     60.0, 300.0, 1800.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # messages
 
 # (stream, durable, subject) -> unacknowledged messages, written by each Bus's lag watcher.
 _lag: dict[tuple[str, str, str], int] = {}
@@ -67,6 +79,11 @@ class Instruments:
     rpc_duration: Histogram
     bus_messages: Counter
     bus_duration: Histogram
+    bus_batch: Histogram
+    compactions: Counter
+    summarised: Counter
+    cold_episodes: Counter
+    summaries: Counter
     llm_requests: Counter
     llm_tokens: Counter
 
@@ -83,6 +100,13 @@ class Instruments:
                                               description="Bus messages handled, by outcome"),
             bus_duration=meter.create_histogram(BUS_DURATION, unit="s", description="Bus message handling time",
                                                 explicit_bucket_boundaries_advisory=DURATION_BUCKETS),
+            bus_batch=meter.create_histogram(BUS_BATCH, unit="{message}",
+                                             description="Messages a batch consumer wrote at once",
+                                             explicit_bucket_boundaries_advisory=BATCH_BUCKETS),
+            compactions=meter.create_counter(MEMORY_COMPACTIONS, "{compaction}", "Memory compactions run, by outcome"),
+            summarised=meter.create_counter(MEMORY_SUMMARISED, "{experience}", "Experiences summarised cold"),
+            cold_episodes=meter.create_counter(MEMORY_COLD_EPISODES, "{episode}", "Episodes moved cold, by reason"),
+            summaries=meter.create_counter(MEMORY_SUMMARIES, "{summary}", "Cold summaries written or merged into"),
             llm_requests=meter.create_counter(LLM_REQUESTS, unit="{request}",
                                               description="LLM answers, by outcome (answered, cached, failed)"),
             llm_tokens=meter.create_counter(LLM_TOKENS, unit="{token}",
@@ -111,6 +135,22 @@ def record_message(subject: str, durable: str, outcome: str, seconds: float) -> 
     found = instruments()
     found.bus_messages.add(1, {**attributes, "outcome": outcome})
     found.bus_duration.record(seconds, attributes)
+
+
+def record_batch(subject: str, durable: str, size: int) -> None:
+    instruments().bus_batch.record(size, {"messaging.destination.name": subject,
+                                          "messaging.consumer.group.name": durable})
+
+
+def record_compaction(outcome: str, experiences: int = 0, episodes: dict[str, int] | None = None,
+                      summaries: int = 0) -> None:
+    """One compaction: what it summarised, the episodes it moved cold by reason, the summaries it wrote."""
+    found = instruments()
+    found.compactions.add(1, {"outcome": outcome})
+    found.summarised.add(experiences)
+    for reason, n in (episodes or {}).items():
+        found.cold_episodes.add(n, {"reason": reason})
+    found.summaries.add(summaries)
 
 
 class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
@@ -203,7 +243,9 @@ def _streaming(behavior: Callable[..., Any], service: str, method: str) -> Calla
     return call
 
 
-__all__ = ["BUS_DURATION", "BUS_LAG", "BUS_MESSAGES", "DEAD_LETTERED", "LLM_REQUESTS", "LLM_TOKENS", "OK", "RETRY",
-           "RPC_DURATION", "RPC_REQUESTS",
-           "RpcMetricsInterceptor", "forget_lag", "instruments", "record_message", "set_lag",
+__all__ = ["BUS_BATCH", "BUS_DURATION", "BUS_LAG", "BUS_MESSAGES", "DEAD_LETTERED", "FAILED", "LLM_REQUESTS",
+           "LLM_TOKENS", "MEMORY_COLD_EPISODES", "MEMORY_COMPACTIONS", "MEMORY_SUMMARIES", "MEMORY_SUMMARISED", "OK",
+           "RETRY", "RPC_DURATION", "RPC_REQUESTS",
+           "RpcMetricsInterceptor", "forget_lag", "instruments", "record_batch", "record_compaction", "record_message",
+           "set_lag",
            "use_meter_provider"]

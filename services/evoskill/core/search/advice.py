@@ -85,14 +85,21 @@ def llm_priors(rule: str, weight: float) -> Advice:
     return advise
 
 
-def visit_counts(visits: Callable[[str], int], tried: Callable[[str, str], int]) -> Callable[[SearchModel], np.ndarray]:
-    """Per root candidate, the episode's earlier real visits to where it leads; for an unstepped child, the times
-    the episode took that action in the root's state or just before in a row (`EpisodeMemory.times_taken`)."""
+def stepped(model: SearchModel) -> list[bool]:
+    """Per root candidate: its child was stepped, so where it leads is known."""
+    return [(a,) in model.nodes for a in model.actions(())]
+
+
+def visit_counts(visits: Callable[[str], int], tried: Callable[[str, str], int],
+                 known: Callable[[SearchModel], Sequence[bool]] = stepped) -> Callable[[SearchModel], np.ndarray]:
+    """Per root candidate, the episode's earlier real visits to where it leads; for an unstepped child (or one
+    `known` leaves out), the times the episode took that action in the root's state or just before in a row
+    (`EpisodeMemory.times_taken`)."""
 
     def counts(model: SearchModel) -> np.ndarray:
         here = model.nodes[()].state_key
-        return np.array([visits(model.nodes[(a,)].state_key) if (a,) in model.nodes else tried(here, a)
-                         for a in model.actions(())], dtype=np.float64)
+        return np.array([visits(model.nodes[(a,)].state_key) if leads else tried(here, a)
+                         for a, leads in zip(model.actions(()), known(model), strict=True)], dtype=np.float64)
 
     return counts
 

@@ -28,6 +28,7 @@ from evoskill.orchestrator.training.logic import (
     TrainTask,
 )
 from evoskill.orchestrator.training.report import record_metrics
+from evoskill.platform.beats import beating
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
 
@@ -49,18 +50,8 @@ async def heartbeats() -> AsyncIterator[None]:
     timeout = activity.info().heartbeat_timeout
     period = max(0.5, timeout.total_seconds() / 3) if timeout else 10.0
 
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(period)
-            activity.heartbeat()
-
-    beating = asyncio.create_task(beat())
-    try:
+    async with beating(period, activity.heartbeat):
         yield
-    finally:
-        beating.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beating
 
 
 class TrainingActivities:
