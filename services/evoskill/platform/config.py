@@ -209,7 +209,11 @@ class SandboxSettings(_Group):
 
 
 class StackSettings(_Group):
-    """How the embedded stack (`evoskill up`) restarts a child that died (`stack.restarts`)."""
+    """How long the embedded stack (`evoskill up`) waits for its children, and how it restarts one that died."""
+
+    start_timeout_s: float = Field(120.0, gt=0, description="Seconds `evoskill up` (and a command that starts the "
+                                   "stack for itself) waits for every child to become healthy; more on a loaded "
+                                   "machine, where importing torch alone can take a minute")
 
     restart_first_delay_s: float = Field(0.5, ge=0, description="Wait before the first restart of a dead child")
     restart_max_delay_s: float = Field(30.0, ge=0, description="Longest wait between restarts (the wait doubles "

@@ -365,13 +365,13 @@ class Stack:
         """The NATS settings `user` connects to this stack's NATS with (the supervisor's own by default)."""
         return (self.embedded_nats or EmbeddedNats(self.settings.nats)).settings_for(user)
 
-    async def start(self, timeout_s: float = 120.0) -> None:
+    async def start(self, timeout_s: float | None = None) -> None:
         self._acquire_lock()
         self._stopping = False
         try:
             self._lay_out_replicas()
             self.preflight()
-            deadline = time.monotonic() + timeout_s
+            deadline = time.monotonic() + (self.settings.stack.start_timeout_s if timeout_s is None else timeout_s)
             s = self.settings
             self.embedded_nats = EmbeddedNats(s.nats)  # an external server: the settings' own credentials
             if not s.nats.url:
@@ -493,7 +493,9 @@ class Stack:
             except Exception:
                 pass
             if time.monotonic() > deadline:
-                raise StackError(f"{what} did not become healthy in time")
+                raise StackError(f"{what} did not become healthy in time (stack.start_timeout_s = "
+                                 f"{self.settings.stack.start_timeout_s:g} s: EVOSKILL_STACK__START_TIMEOUT_S waits "
+                                 "longer)")
             await asyncio.sleep(0.25)
 
     async def _wait_nats(self, deadline: float) -> None:
