@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -148,12 +148,13 @@ def terminated_as_interrupt() -> Iterator[None]:
 
 
 def evaluate(args: EvalArgs, agent: str, simulations: int, env: dict[str, str], out: Path,
-             policy: str = "") -> dict[str, Any]:
+             policy: str = "", extra: Sequence[str] = ()) -> dict[str, Any]:
     cmd = ["eval", "--env", args.env, "--agent", agent, "--episodes", str(args.episodes), "--max-steps",
            str(args.max_steps), "--parallel", str(args.parallel), "--simulations", str(max(simulations, 1)),
            "--json", str(out)]
     if policy:
         cmd += ["--policy", policy]
+    cmd += extra
     log = out.parent / "bench.log"
     code = _cli(*cmd, env=env, log=log)
     report: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}

@@ -1,0 +1,119 @@
+"""`evoskill bench memory-search`: does memory make search cheaper on a family of tasks (issue 12)?
+
+    evoskill bench memory-search --env twx:coin --seeds 3 --episodes 20 --simulations 8 --json memory-search.json
+
+Per seed, two fresh embedded stacks play the same games of the family, one after another (`evoskill eval`,
+games `seed × episodes` onwards), with the same agent and simulations: one with memory's advice off, one with it
+on (`--memory on`: every real step retrieves experiences of the games before and tilts the root's priors,
+docs/memory.md "Fusion"). The memory starts empty on each stack, so what it knows when game k starts is what
+games 0..k-1 left in it. Printed side by side: success, environment steps per game and per won game, the same
+over the second half of the games (where the memory holds the most), and the ratios memory on ÷ off.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evoskill.bench.outer_loop import EvalArgs, evaluate, stack
+from evoskill.core.agent import AgentKind
+from evoskill.platform.config import Settings
+from evoskill.platform.provenance import write_report
+
+MODES = ("off", "on")
+
+
+@dataclass(frozen=True)
+class Games:
+    """The figures of one run of games, in the order played."""
+
+    won: list[bool]
+    env_steps: list[int]
+    failed: int
+
+    @classmethod
+    def of(cls, report: dict[str, Any]) -> Games:
+        episodes = sorted(report.get("episodes", []), key=lambda e: e["seed"])
+        return cls([bool(e["won"]) for e in episodes], [int(e["env_steps"]) for e in episodes],
+                   sum(bool(e.get("error")) for e in episodes))
+
+    def figures(self) -> dict[str, float]:
+        half = len(self.won) // 2
+        late = Games(self.won[half:], self.env_steps[half:], 0)
+        return {"success": _mean(self.won), "env_steps": _mean(self.env_steps),
+                "env_steps_per_win": sum(self.env_steps) / max(sum(self.won), 1),
+                "late_success": _mean(late.won), "late_env_steps": _mean(late.env_steps)}
+
+
+def _mean(values: list[Any]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def run_memory_search_bench(args: EvalArgs, agent: AgentKind, simulations: int, seeds: list[int], work_dir: Path,
+                            json_path: Path | None, settings: dict[str, str] | None = None) -> dict[str, Any]:
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    runs: list[dict[str, Any]] = []
+    for seed in seeds:
+        for mode in MODES:
+            folder = work_dir / f"seed-{seed}" / f"memory-{mode}"
+            with stack(folder, settings) as env:
+                report = evaluate(args, agent, simulations, env, folder / "eval.json",
+                                  extra=["--memory", mode, "--seed-offset", str(seed * args.episodes)])
+            games = Games.of(report)
+            runs.append({"seed": seed, "memory": mode, "games_won": games.won, "games_env_steps": games.env_steps,
+                         "failed_episodes": games.failed, **games.figures()})
+            console.print(f"seed {seed}, memory {mode}: success {runs[-1]['success']:.0%}, "
+                          f"{runs[-1]['env_steps']:.0f} env steps a game")
+    result = summary(args, agent, simulations, runs, settings or {})
+    show(console, result)
+    if json_path is not None:
+        write_report(json_path, result, Settings())
+        console.print(f"wrote {json_path}")
+    return result
+
+
+FIGURES = ("success", "env_steps", "env_steps_per_win", "late_success", "late_env_steps")
+
+
+def summary(args: EvalArgs, agent: AgentKind, simulations: int, runs: list[dict[str, Any]],
+            settings: dict[str, str]) -> dict[str, Any]:
+    rows = {}
+    for mode in MODES:
+        mine = [r for r in runs if r["memory"] == mode]
+        rows[mode] = {f"{name}_{stat}": value for name in FIGURES
+                      for stat, value in zip(("mean", "sd"), _mean_sd([r[name] for r in mine]), strict=True)}
+    off, on = rows["off"], rows["on"]
+    ratios = {f"{name}_on_over_off": on[f"{name}_mean"] / off[f"{name}_mean"] if off[f"{name}_mean"] else None
+              for name in ("env_steps", "env_steps_per_win", "late_env_steps")}
+    differences = {f"{name}_on_minus_off": on[f"{name}_mean"] - off[f"{name}_mean"]
+                   for name in ("success", "late_success")}
+    return {"env": args.env, "agent": str(agent), "simulations": simulations, "episodes": args.episodes,
+            "max_steps": args.max_steps, "seeds": sorted({r["seed"] for r in runs}), "settings": settings,
+            "runs": runs, "rows": rows, "ratios": ratios, "differences": differences}
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    return _mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def show(console: Console, result: dict[str, Any]) -> None:
+    table = Table(title=f"{result['agent']} at {result['simulations']} simulations on {result['env']}: "
+                        f"{result['episodes']} games a run, seeds {result['seeds']}, memory off vs on")
+    for column in ("memory", "success", "env steps a game", "env steps a won game", "second half: success",
+                   "second half: env steps a game"):
+        table.add_column(column)
+    for mode, row in result["rows"].items():
+        table.add_row(mode, f"{row['success_mean']:.0%} ± {row['success_sd']:.0%}",
+                      f"{row['env_steps_mean']:.0f} ± {row['env_steps_sd']:.0f}",
+                      f"{row['env_steps_per_win_mean']:.0f} ± {row['env_steps_per_win_sd']:.0f}",
+                      f"{row['late_success_mean']:.0%} ± {row['late_success_sd']:.0%}",
+                      f"{row['late_env_steps_mean']:.0f} ± {row['late_env_steps_sd']:.0f}")
+    console.print(table)
+    ratios = ", ".join(f"{k.removesuffix('_on_over_off')} {v:.2f}×" for k, v in result["ratios"].items() if v)
+    console.print(f"memory on ÷ off: {ratios}; success on − off: {result['differences']['success_on_minus_off']:+.0%}")

@@ -1,0 +1,42 @@
+"""The memory-search benchmark's figures from eval reports: per run, and memory on against off."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoskill.bench.memory_search import Games, summary
+from evoskill.bench.outer_loop import EvalArgs
+from evoskill.core.agent import AgentKind
+
+
+def report(won: list[bool], env_steps: list[int]) -> dict[str, object]:
+    # Out of order, as a parallel eval may list them: the figures follow the seeds.
+    episodes = [{"seed": s, "won": w, "env_steps": n, "error": ""}
+                for s, (w, n) in enumerate(zip(won, env_steps, strict=True))]
+    return {"episodes": episodes[::-1]}
+
+
+def test_a_runs_figures_follow_the_games_in_the_order_played() -> None:
+    games = Games.of(report([False, False, True, True], [400, 300, 200, 100]))
+    assert games.won == [False, False, True, True]
+    figures = games.figures()
+    assert figures["success"] == 0.5 and figures["env_steps"] == 250
+    assert figures["env_steps_per_win"] == 500  # 1000 steps for 2 wins
+    assert figures["late_success"] == 1.0 and figures["late_env_steps"] == 150
+
+
+def test_a_run_that_won_nothing_has_all_its_steps_per_win() -> None:
+    assert Games.of(report([False, False], [10, 30])).figures()["env_steps_per_win"] == 40
+
+
+def test_the_summary_sets_memory_on_against_off() -> None:
+    runs = []
+    for seed, (off, on) in enumerate([((0.5, 300), (0.75, 150)), ((0.5, 500), (0.75, 250))]):
+        for mode, (success, steps) in (("off", off), ("on", on)):
+            runs.append({"seed": seed, "memory": mode, "success": success, "env_steps": steps,
+                         "env_steps_per_win": steps / success, "late_success": success, "late_env_steps": steps})
+    result = summary(EvalArgs("twx:coin", 4, 30, 1), AgentKind.MCTS, 8, runs, {})
+    assert result["rows"]["off"]["env_steps_mean"] == 400 and result["rows"]["on"]["env_steps_sd"] > 0
+    assert result["ratios"]["env_steps_on_over_off"] == pytest.approx(0.5)
+    assert result["differences"]["success_on_minus_off"] == pytest.approx(0.25)
+    assert result["seeds"] == [0, 1] and result["agent"] == "mcts"
