@@ -59,3 +59,27 @@ def test_the_quick_ablation_on_coin(tmp_path: Path) -> None:
         assert r["settings"]["EVOSKILL_LEARNER__HIDDEN"] == "32"
     assert rows["no exploration"]["settings"]["EVOSKILL_SEARCH__EXPLORE_EPSILON"] == "0"
     assert rows["full system"]["settings"]["EVOSKILL_SEARCH__MEMORY_WEIGHT"] == "1"
+
+
+def test_a_setting_chosen_on_the_dev_fold_plays_the_test_games(tmp_path: Path) -> None:
+    from evoskill.bench.quality import Choice
+
+    tiny = Budget(library_episodes=4, gradient_steps=5, test_episodes=2, max_steps=6, simulations=2, wall_time_s=900,
+                  batch_size=8, parallel=2, train_eval_episodes=2)
+    suite = replace(SUITES["coin"], quick=tiny)
+    choice = Choice.parse("learner.rename_share=0,0.5")
+    result = run_quality_bench(suite, True, 1, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work",
+                               tmp_path / "quality.json", agents=["policy"], choice=choice)
+    (trained,) = result["trained"]
+    chosen = trained["choice"]
+    assert [c["value"] for c in chosen["candidates"]] == ["0", "0.5"]
+    assert all(c["dev_episodes"] == 2 and c["policy_version"] == "v000001" for c in chosen["candidates"])
+    best = max(chosen["candidates"], key=lambda c: c["dev_score"])
+    assert chosen["chosen"] == best["value"] or best["dev_score"] == chosen["candidates"][0]["dev_score"]
+    # The dev games were the dev fold's; the test games were played on the chosen value's stack, by its θ.
+    folder = tmp_path / "work" / "seed-0" / next(c["folder"] for c in chosen["candidates"]
+                                                 if c["value"] == chosen["chosen"])
+    dev = json.loads((folder / "eval-dev-policy.json").read_text())
+    test = json.loads((folder / "eval-policy.json").read_text())
+    assert dev["fold"] == "dev" and test["fold"] == "test" and test["settings"]["policy"] == "v000001"
+    assert result["agents"][0]["runs"] == 1

@@ -121,3 +121,15 @@ def test_a_scienceworld_summary_gives_the_score_on_its_own_scale() -> None:
     console = Console(record=True, width=200)
     show_quality(console, result)
     assert "θ alone 42.0 ± 0.0" in console.export_text()
+
+
+def test_choose_names_one_setting_and_two_values_or_more() -> None:
+    from evoskill.bench.quality import Choice
+
+    choice = Choice.parse("learner.rename_share=0, 0.5")
+    assert (choice.setting, choice.variable, choice.values) == ("learner.rename_share",
+                                                                "EVOSKILL_LEARNER__RENAME_SHARE", ("0", "0.5"))
+    for bad, said in (("learner.rename_share=0.5", "two values or more"), ("rename_share", "two values"),
+                      ("learner.nope=1,2", "nope"), ("learner.rename_share=0,many", "rename_share")):
+        with pytest.raises(ValueError, match=said):
+            Choice.parse(bad)

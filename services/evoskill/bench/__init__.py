@@ -130,13 +130,20 @@ def quality(
     ablate: bool = typer.Option(False, "--ablate", help="Instead of the agents: θ + MCTS as the full system, "
                                                         "without memory, exploration, offline data, curiosity "
                                                         "(a stack and a θ per row and seed)."),
+    choose: str | None = typer.Option(None, help="group.name=V1,V2: per seed, θ trained with each value, the "
+                                                 "best alone on the dev fold plays the test games "
+                                                 "(e.g. learner.rename_share=0,0.5)."),
 ) -> None:
     """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget;
     `--ablate`: θ + MCTS of the full system against each part taken out (bench/ablation.py)."""
-    from evoskill.bench.quality import agent_rows, run_quality_bench, setting_overrides  # imported when run
+    from evoskill.bench.quality import Choice, agent_rows, run_quality_bench, setting_overrides  # when run
     from evoskill.bench.suites import resolve, with_budget
 
     try:
+        choice = Choice.parse(choose) if choose else None
+        if choice and ablate:
+            raise ValueError("--choose and --ablate: the ablation's rows are fixed settings; choose first, then "
+                             "--set the chosen value")
         chosen = with_budget(resolve(suite, env), quick, budget)
         overrides = setting_overrides([*chosen.settings, *set_])
         agent_rows(chosen.pick(quick), rows)
@@ -152,7 +159,7 @@ def quality(
         run_ablation_bench(chosen, quick, seeds, workers, overrides, folder.with_name(folder.name + "-ablate"),
                            json_path, reused, first_seed)
         return
-    run_quality_bench(chosen, quick, seeds, workers, overrides, folder, json_path, reused, rows, first_seed)
+    run_quality_bench(chosen, quick, seeds, workers, overrides, folder, json_path, reused, rows, first_seed, choice)
 
 
 @bench_app.command("memory")

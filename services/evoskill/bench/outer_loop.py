@@ -109,11 +109,13 @@ def run_interruptible(command: list[str], env: dict[str, str], out: IO[str], gra
 
 
 @contextlib.contextmanager
-def stack(folder: Path, settings: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
-    """A fresh embedded stack on `folder` and free ports, with `settings` (environment variables) on top of
-    ours; yields the environment that reaches it."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+def stack(folder: Path, settings: dict[str, str] | None = None, fresh: bool = True) -> Iterator[dict[str, str]]:
+    """An embedded stack on `folder` and free ports, with `settings` (environment variables) on top of ours;
+    yields the environment that reaches it. `fresh`: the folder is emptied first; otherwise the stack starts
+    again on what an earlier one left there (its θ versions, replay, memory)."""
+    if fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
     nats, temporal, *services = free_ports(2 + len(SERVICES))
     env = dict(os.environ, **(settings or {}), EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(nats),
                EVOSKILL_TEMPORAL__PORT=str(temporal), EVOSKILL_TEMPORAL__UI_PORT="0")

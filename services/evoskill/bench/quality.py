@@ -10,6 +10,11 @@
 3. Random and uniform-prior MCTS at the same simulations on the same test games, once (they do not depend
    on θ), on the first seed's stack.
 
+`--choose group.name=V1,V2` picks a setting of θ's without the test fold: per seed, θ is trained once per
+value (a stack each), each θ alone plays the suite's dev-fold games, and the one with the best dev mean score
+(the first listed on a tie) plays the test games, on its own stack started again; the summary records every
+value's dev figures and the choice.
+
 Every figure is a subprocess of the public CLI, as in the outer-loop benchmark; their logs and JSON reports
 stay under `--work-dir`. `--set group.name=value` (e.g. `learner.encoder=reader`) reaches every process
 of every stack as EVOSKILL_GROUP__NAME, as do EVOSKILL_* variables already set.
@@ -23,6 +28,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +69,48 @@ def setting_overrides(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class Choice:
+    """`--choose group.name=V1,V2,...`: the values of one setting, to be chosen between on the dev fold."""
+
+    setting: str  # group.name
+    variable: str  # the environment variable that sets it
+    values: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Choice:
+        setting, eq, listed = text.partition("=")
+        values = tuple(v.strip() for v in listed.split(",") if v.strip())
+        if not eq or len(values) < 2:
+            raise ValueError(f"--choose {text!r}: expected group.name=V1,V2 (two values or more), "
+                             "e.g. learner.rename_share=0,0.5")
+        variables = {next(iter(setting_overrides([f"{setting.strip()}={v}"]))) for v in values}  # each checked
+        return cls(setting.strip(), variables.pop(), values)
+
+
+def choose_theta(choice: Choice, suite: Suite, budget: Budget, seed: int, library: Path,
+                 processes: dict[str, str], folder: Path, console: Console) -> tuple[Path, dict[str, Any]]:
+    """θ trained with each of `choice.values` on a stack of its own under `folder`, each played alone on the
+    dev fold; returns the folder of the best by dev mean score (ties: the first) and the record of the choice."""
+    dev = EvalArgs(suite.env, budget.train_eval_episodes, budget.max_steps, budget.parallel)
+    candidates = []
+    for i, value in enumerate(choice.values):
+        here = folder / f"choose-{i}"
+        with stack(here, {**processes, choice.variable: value}) as env:
+            version, losses, online = train_theta(suite.env, budget, seed, library, env, here)
+            report = evaluate(dev, AgentKind.POLICY, 0, env, here / "eval-dev-policy.json", version,
+                              extra=["--fold", "dev"])
+        candidates.append({"value": value, "folder": here.name, "policy_version": version, "losses": losses,
+                           "online_epochs": online, "dev_score": report.get("mean_score", 0.0),
+                           "dev_success": report.get("success_rate", 0.0), "dev_episodes": dev.episodes})
+        console.print(f"seed {seed}, {choice.setting}={value}: θ {version} alone on the dev fold: "
+                      f"score {candidates[-1]['dev_score']:.3f}, success {candidates[-1]['dev_success']:.0%}")
+    best = max(range(len(candidates)), key=lambda i: (candidates[i]["dev_score"], -i))
+    console.print(f"seed {seed}: {choice.setting}={candidates[best]['value']} chosen on the dev fold")
+    return folder / f"choose-{best}", {"setting": choice.setting, "chosen": candidates[best]["value"],
+                                       "candidates": candidates}
+
+
 def shared_game_cache(overrides: dict[str, str]) -> dict[str, str]:
     """The caller's tw-make game cache for the library and every seed's stack: a stack's default is under its
     fresh state folder, where each seed would build every test game again. A cache set by --set or in the
@@ -96,7 +144,8 @@ def library_tally(path: Path) -> dict[str, Any]:
 
 def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overrides: dict[str, str],
                       work_dir: Path, json_path: Path | None, library_from: Path | None = None,
-                      agents: Sequence[str] = AGENTS, first_seed: int = 0) -> dict[str, Any]:
+                      agents: Sequence[str] = AGENTS, first_seed: int = 0,
+                      choice: Choice | None = None) -> dict[str, Any]:
     console = Console() if sys.stdout.isatty() else Console(width=140)
     git_revision()  # read now, as the stacks start: the summary names the code that ran, not what main is by its end
     budget = suite.pick(quick)
@@ -113,14 +162,22 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     baselines = [by_agent[a] for a in (AgentKind.RANDOM, AgentKind.MCTS) if a in by_agent]
     trained: list[dict[str, Any]] = []
     for seed in range(first_seed, first_seed + (seeds if theta_rows else 1)):
-        folder = work_dir / f"seed-{seed}"
+        folder, stack_settings, chosen = work_dir / f"seed-{seed}", processes, None
         seed_started = time.perf_counter()
-        with stack(folder, processes) as env:
+        if choice is not None and theta_rows:  # θ's stack is the chosen value's, started again on what it left
+            folder, chosen = choose_theta(choice, suite, budget, seed, library, processes, folder, console)
+            stack_settings = {**processes, choice.variable: chosen["chosen"]}
+        with stack(folder, stack_settings, fresh=chosen is None) as env:
             if theta_rows:
-                version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
+                if chosen is None:
+                    version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
+                else:
+                    picked = next(c for c in chosen["candidates"] if c["value"] == chosen["chosen"])
+                    version, losses, online = picked["policy_version"], picked["losses"], picked["online_epochs"]
                 for row, agent in theta_rows:
                     row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
-                trained.append({"seed": seed, "policy_version": version, "losses": losses, "online_epochs": online})
+                trained.append({"seed": seed, "policy_version": version, "losses": losses, "online_epochs": online,
+                                **({"choice": chosen} if chosen else {})})
                 console.print(f"seed {seed}: θ {version}: " + ", ".join(
                     f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
             if seed == first_seed:
@@ -250,6 +307,10 @@ def show_quality(console: Console, result: dict[str, Any]) -> None:
     if own:
         console.print("score on ScienceWorld's scale (0-100; the adapter reads a failure's -100 as 0): "
                       + ", ".join(own))
+    for t in result["trained"]:
+        if choice := t.get("choice"):
+            console.print(f"seed {t['seed']}: {choice['setting']}={choice['chosen']} chosen on the dev fold ("
+                          + ", ".join(f"{c['value']}: {c['dev_score']:.3f}" for c in choice["candidates"]) + ")")
     c = result["comparisons"]
     said = [f"{label}: {c[name + '_success']:+.0%} success, {c[name + '_score']:+.3f} score"
             for label, name in (("θ+MCTS − uniform MCTS", "theta_search_minus_uniform"),
