@@ -18,15 +18,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120
 def test_the_same_games_with_memory_off_and_on(tmp_path: Path) -> None:
     out = tmp_path / "memory-search.json"
     result = run_memory_search_bench(EvalArgs("twx:coin", 2, 4, 1), AgentKind.MCTS, 2, [0, 1], tmp_path / "work", out,
-                                     {"EVOSKILL_MEMORY__FEATURIZER": "hash"})
+                                     {"EVOSKILL_MEMORY__FEATURIZER": "hash"}, rounds=2)
     written = json.loads(out.read_text())
     assert written.pop("run")["git_revision"] and written == result
     assert [(r["seed"], r["memory"]) for r in result["runs"]] == [(0, "off"), (0, "on"), (1, "off"), (1, "on")]
     for r in result["runs"]:
-        assert len(r["games_won"]) == 2 and min(r["games_env_steps"]) > 0 and not r["failed_episodes"]
-    # Each seed's pair played the same games: seed 1 starts where seed 0's games end.
-    games = {(r["seed"], r["memory"]): json.loads((tmp_path / "work" / f"seed-{r['seed']}" / f"memory-{r['memory']}"
-                                                   / "eval.json").read_text())["seeds"] for r in result["runs"]}
-    assert games[0, "off"] == games[0, "on"] == [0, 1] and games[1, "off"] == games[1, "on"] == [2, 3]
-    on = json.loads((tmp_path / "work" / "seed-0" / "memory-on" / "eval.json").read_text())
+        assert len(r["games_won"]) == 4 and min(r["games_env_steps"]) > 0 and not r["failed_episodes"]
+    # Each seed's pair played the same games, in each round: seed 1 starts where seed 0's games end.
+    for r in result["runs"]:
+        folder = tmp_path / "work" / f"seed-{r['seed']}" / f"memory-{r['memory']}"
+        for round_ in (0, 1):
+            games = json.loads((folder / f"eval-round-{round_}.json").read_text())["seeds"]
+            assert games == ([0, 1] if r["seed"] == 0 else [2, 3])
+    assert result["rounds"] == 2 and result["late_games"] == "the last round"
+    on = json.loads((tmp_path / "work" / "seed-0" / "memory-on" / "eval-round-1.json").read_text())
     assert on["settings"]["search"]["memory_weight"] > 0

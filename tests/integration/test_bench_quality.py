@@ -59,6 +59,9 @@ def test_the_quick_ablation_on_coin(tmp_path: Path) -> None:
         assert r["settings"]["EVOSKILL_LEARNER__HIDDEN"] == "32"
     assert rows["no exploration"]["settings"]["EVOSKILL_SEARCH__EXPLORE_EPSILON"] == "0"
     assert rows["full system"]["settings"]["EVOSKILL_SEARCH__MEMORY_WEIGHT"] == "1"
+    # ε varies the games θ learns from; the test games are played without it, in the full system too.
+    full = json.loads((tmp_path / "work" / "seed-0" / "full-system" / "eval-policy+mcts.json").read_text())
+    assert full["settings"]["search"]["explore_epsilon"] == 0 and result["test_games"] == ["--explore-epsilon", "0"]
 
 
 def test_a_setting_chosen_on_the_dev_fold_plays_the_test_games(tmp_path: Path) -> None:

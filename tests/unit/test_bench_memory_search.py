@@ -25,6 +25,13 @@ def test_a_runs_figures_follow_the_games_in_the_order_played() -> None:
     assert figures["late_success"] == 1.0 and figures["late_env_steps"] == 150
 
 
+def test_with_rounds_the_late_games_are_the_last_round() -> None:
+    games = Games.of(report([False, True], [50, 60]), report([True, True], [10, 20]))
+    assert games.won == [False, True, True, True] and games.env_steps == [50, 60, 10, 20]
+    figures = games.figures()
+    assert figures["success"] == 0.75 and figures["late_success"] == 1.0 and figures["late_env_steps"] == 15
+
+
 def test_a_run_that_won_nothing_has_all_its_steps_per_win() -> None:
     assert Games.of(report([False, False], [10, 30])).figures()["env_steps_per_win"] == 40
 

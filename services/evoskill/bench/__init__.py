@@ -193,7 +193,9 @@ def memory_search(
     env: str = typer.Option("twx:coin", help="The task family: its games are played one after another."),
     agent: AgentKind = typer.Option(AgentKind.MCTS, help="Who searches (mcts: uniform priors, no θ)."),
     seeds: int = typer.Option(3, min=1, help="Runs per mode; seed s plays games s×episodes onwards."),
-    episodes: int = typer.Option(20, min=2, help="Games a run."),
+    episodes: int = typer.Option(10, min=2, help="Games a round."),
+    rounds: int = typer.Option(2, min=1, help="Times each run plays its games (after the first, the same tasks "
+                                              "again: what the memory holds of them)."),
     simulations: int = typer.Option(8, min=1, help="MCTS simulations per step."),
     max_steps: int = typer.Option(30, min=1),
     set_: list[str] = typer.Option([], "--set", help="A setting for every process, e.g. search.memory_weight=2."),
@@ -211,7 +213,7 @@ def memory_search(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     run_memory_search_bench(EvalArgs(env, episodes, max_steps, 1), agent, simulations, list(range(seeds)),
-                            work_dir.resolve(), json_path, overrides)
+                            work_dir.resolve(), json_path, overrides, rounds)
 
 
 @bench_app.command("targets")

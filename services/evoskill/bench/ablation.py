@@ -9,7 +9,8 @@ process of its stack (reward, planner, learner, the training workflow) runs with
 
 - full system: the suite's defaults with memory and exploration on at `FULL`;
 - no memory: memory's advice off (`search.memory_weight = 0`);
-- no exploration: ε-greedy, count-based novelty, the entropy trigger and the root's Dirichlet noise off;
+- no exploration: ε-greedy, count-based novelty, the entropy trigger and the root's Dirichlet noise off
+  (ε acts on the games θ learns from, in every row the test games are played with ε = 0: `TEST_GAMES`);
 - no offline data: θ never sees the library: a fresh θ trained by online epochs alone (`quality.online_only`);
 - no curiosity: the reward's count-based novelty off (`reward.curiosity_weight = 0`) and search's
   surprise bonus from θ's dynamics model off (`search.curiosity_weight = 0`).
@@ -50,6 +51,11 @@ FULL: dict[str, str] = {
     "reward.curiosity_weight": "0.2",
     "search.curiosity_weight": "0.2",
 }
+# The test games are played without ε-greedy, as the TrainingWorkflow plays its held-out games: ε is there to vary
+# the games θ learns from, and a random step of a test game measures nothing but its damage (a CookingWorld
+# meal eaten or an ingredient cut wrong loses the game). The search-time parts (novelty, the entropy trigger,
+# Dirichlet noise, curiosity, memory) act on the test games as the row sets them.
+TEST_GAMES = ("--explore-epsilon", "0")
 # Set only where the running code has them (a report's FULL read back by older code).
 OPTIONAL = frozenset({"search.curiosity_weight"})
 
@@ -139,7 +145,7 @@ def run_ablation_bench(suite: Suite, quick: bool, seeds: int, workers: int, over
                 version, losses, online = train_theta(suite.env, budget, seed, library if row.ablation.offline
                                                        else None, env, folder)
                 row.record(evaluate(args, AgentKind.POLICY_MCTS, budget.simulations, env,
-                                    folder / f"eval-{AgentKind.POLICY_MCTS}.json", version))
+                                    folder / f"eval-{AgentKind.POLICY_MCTS}.json", version, TEST_GAMES))
             trained.append({"seed": seed, "row": row.ablation.name, "policy_version": version, "losses": losses,
                             "online_epochs": online})
             console.print(f"seed {seed}, {row.ablation.name}: θ {version}, success {row.figures.success[-1]:.0%}, "
@@ -176,7 +182,7 @@ def ablation_summary(suite: Suite, quick: bool, rows: list[AblationRow], demos: 
                    for r in out[1:] for figure in ("success", "score", "env_steps", "diversity")}
     return {"suite": suite.to_json(quick), "env": suite.env, "ablate": True,
             "seeds": sorted({t["seed"] for t in trained}), "settings": overrides, "full": FULL,
-            "library": demos, "trained": trained, "rows": out, "wall_time_s": wall,
+            "library": demos, "trained": trained, "rows": out, "wall_time_s": wall, "test_games": list(TEST_GAMES),
             "within_budget": wall.get("total_s", 0.0) <= suite.pick(quick).wall_time_s * len(ABLATIONS),
             "comparisons": comparisons}
 

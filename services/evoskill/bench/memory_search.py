@@ -1,13 +1,15 @@
 """`evoskill bench memory-search`: does memory make search cheaper on a family of tasks (issue 12)?
 
-    evoskill bench memory-search --env twx:coin --seeds 3 --episodes 20 --simulations 8 --json memory-search.json
+    evoskill bench memory-search --env twx:coin --seeds 3 --episodes 10 --rounds 2 --json memory-search.json
 
 Per seed, two fresh embedded stacks play the same games of the family, one after another (`evoskill eval`,
-games `seed × episodes` onwards), with the same agent and simulations: one with memory's advice off, one with it
-on (`--memory on`: every real step retrieves experiences of the games before and tilts the root's priors,
-docs/memory.md "Fusion"). The memory starts empty on each stack, so what it knows when game k starts is what
-games 0..k-1 left in it. Printed side by side: success, environment steps per game and per won game, the same
-over the second half of the games (where the memory holds the most), and the ratios memory on ÷ off.
+games `seed × episodes` onwards), `rounds` times over (the tasks repeated), with the same agent and
+simulations: one with memory's advice off, one with it on (`--memory on`: every real step retrieves
+experiences of the games before and tilts the root's priors, docs/memory.md "Fusion"). The memory starts empty
+on each stack, so what it knows when a game starts is what the games before left in it: other tasks of the
+family in the first round, the same task's earlier attempts after it. Printed side by side: success,
+environment steps per game and per won game, the same over the late games (the last round; with one round,
+the second half of the games), and the ratios memory on ÷ off.
 """
 
 from __future__ import annotations
@@ -36,16 +38,19 @@ class Games:
     won: list[bool]
     env_steps: list[int]
     failed: int
+    late_from: int  # the index of the first late game: the last round's first, or half of one round's
 
     @classmethod
-    def of(cls, report: dict[str, Any]) -> Games:
-        episodes = sorted(report.get("episodes", []), key=lambda e: e["seed"])
+    def of(cls, *reports: dict[str, Any]) -> Games:
+        """The games of `reports`, one a round, in the order played."""
+        episodes = [e for r in reports for e in sorted(r.get("episodes", []), key=lambda e: e["seed"])]
+        last = len(sorted(reports[-1].get("episodes", []), key=lambda e: e["seed"])) if reports else 0
+        late_from = len(episodes) - last if len(reports) > 1 else len(episodes) // 2
         return cls([bool(e["won"]) for e in episodes], [int(e["env_steps"]) for e in episodes],
-                   sum(bool(e.get("error")) for e in episodes))
+                   sum(bool(e.get("error")) for e in episodes), late_from)
 
     def figures(self) -> dict[str, float]:
-        half = len(self.won) // 2
-        late = Games(self.won[half:], self.env_steps[half:], 0)
+        late = Games(self.won[self.late_from:], self.env_steps[self.late_from:], 0, 0)
         return {"success": _mean(self.won), "env_steps": _mean(self.env_steps),
                 "env_steps_per_win": sum(self.env_steps) / max(sum(self.won), 1),
                 "late_success": _mean(late.won), "late_env_steps": _mean(late.env_steps)}
@@ -56,21 +61,23 @@ def _mean(values: list[Any]) -> float:
 
 
 def run_memory_search_bench(args: EvalArgs, agent: AgentKind, simulations: int, seeds: list[int], work_dir: Path,
-                            json_path: Path | None, settings: dict[str, str] | None = None) -> dict[str, Any]:
+                            json_path: Path | None, settings: dict[str, str] | None = None,
+                            rounds: int = 1) -> dict[str, Any]:
     console = Console() if sys.stdout.isatty() else Console(width=160)
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         for mode in MODES:
             folder = work_dir / f"seed-{seed}" / f"memory-{mode}"
             with stack(folder, settings) as env:
-                report = evaluate(args, agent, simulations, env, folder / "eval.json",
-                                  extra=["--memory", mode, "--seed-offset", str(seed * args.episodes)])
-            games = Games.of(report)
+                reports = [evaluate(args, agent, simulations, env, folder / f"eval-round-{r}.json",
+                                    extra=["--memory", mode, "--seed-offset", str(seed * args.episodes)])
+                           for r in range(rounds)]
+            games = Games.of(*reports)
             runs.append({"seed": seed, "memory": mode, "games_won": games.won, "games_env_steps": games.env_steps,
                          "failed_episodes": games.failed, **games.figures()})
             console.print(f"seed {seed}, memory {mode}: success {runs[-1]['success']:.0%}, "
                           f"{runs[-1]['env_steps']:.0f} env steps a game")
-    result = summary(args, agent, simulations, runs, settings or {})
+    result = summary(args, agent, simulations, runs, settings or {}, rounds)
     show(console, result)
     if json_path is not None:
         write_report(json_path, result, Settings())
@@ -82,7 +89,7 @@ FIGURES = ("success", "env_steps", "env_steps_per_win", "late_success", "late_en
 
 
 def summary(args: EvalArgs, agent: AgentKind, simulations: int, runs: list[dict[str, Any]],
-            settings: dict[str, str]) -> dict[str, Any]:
+            settings: dict[str, str], rounds: int = 1) -> dict[str, Any]:
     rows = {}
     for mode in MODES:
         mine = [r for r in runs if r["memory"] == mode]
@@ -94,6 +101,7 @@ def summary(args: EvalArgs, agent: AgentKind, simulations: int, runs: list[dict[
     differences = {f"{name}_on_minus_off": on[f"{name}_mean"] - off[f"{name}_mean"]
                    for name in ("success", "late_success")}
     return {"env": args.env, "agent": str(agent), "simulations": simulations, "episodes": args.episodes,
+            "rounds": rounds, "late_games": "the last round" if rounds > 1 else "the second half of the games",
             "max_steps": args.max_steps, "seeds": sorted({r["seed"] for r in runs}), "settings": settings,
             "runs": runs, "rows": rows, "ratios": ratios, "differences": differences}
 
@@ -104,9 +112,10 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 
 def show(console: Console, result: dict[str, Any]) -> None:
     table = Table(title=f"{result['agent']} at {result['simulations']} simulations on {result['env']}: "
-                        f"{result['episodes']} games a run, seeds {result['seeds']}, memory off vs on")
-    for column in ("memory", "success", "env steps a game", "env steps a won game", "second half: success",
-                   "second half: env steps a game"):
+                        f"{result['episodes']} games × {result['rounds']} round(s) a run, seeds {result['seeds']}, "
+                        "memory off vs on")
+    for column in ("memory", "success", "env steps a game", "env steps a won game", "late games: success",
+                   "late games: env steps a game"):
         table.add_column(column)
     for mode, row in result["rows"].items():
         table.add_row(mode, f"{row['success_mean']:.0%} ± {row['success_sd']:.0%}",
@@ -116,4 +125,6 @@ def show(console: Console, result: dict[str, Any]) -> None:
                       f"{row['late_env_steps_mean']:.0f} ± {row['late_env_steps_sd']:.0f}")
     console.print(table)
     ratios = ", ".join(f"{k.removesuffix('_on_over_off')} {v:.2f}×" for k, v in result["ratios"].items() if v)
-    console.print(f"memory on ÷ off: {ratios}; success on − off: {result['differences']['success_on_minus_off']:+.0%}")
+    differences = result["differences"]
+    console.print(f"memory on ÷ off: {ratios}; success on − off: {differences['success_on_minus_off']:+.0%} "
+                  f"({differences['late_success_on_minus_off']:+.0%} in the late games: {result['late_games']})")
