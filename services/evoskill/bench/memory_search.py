@@ -44,16 +44,16 @@ class Games:
     def of(cls, *reports: dict[str, Any]) -> Games:
         """The games of `reports`, one a round, in the order played."""
         episodes = [e for r in reports for e in sorted(r.get("episodes", []), key=lambda e: e["seed"])]
-        last = len(sorted(reports[-1].get("episodes", []), key=lambda e: e["seed"])) if reports else 0
+        last = len(reports[-1].get("episodes", [])) if reports else 0
         late_from = len(episodes) - last if len(reports) > 1 else len(episodes) // 2
         return cls([bool(e["won"]) for e in episodes], [int(e["env_steps"]) for e in episodes],
                    sum(bool(e.get("error")) for e in episodes), late_from)
 
     def figures(self) -> dict[str, float]:
-        late = Games(self.won[self.late_from:], self.env_steps[self.late_from:], 0, 0)
         return {"success": _mean(self.won), "env_steps": _mean(self.env_steps),
                 "env_steps_per_win": sum(self.env_steps) / max(sum(self.won), 1),
-                "late_success": _mean(late.won), "late_env_steps": _mean(late.env_steps)}
+                "late_success": _mean(self.won[self.late_from:]),
+                "late_env_steps": _mean(self.env_steps[self.late_from:])}
 
 
 def _mean(values: list[Any]) -> float:

@@ -89,9 +89,11 @@ class Choice:
 
 
 def choose_theta(choice: Choice, suite: Suite, budget: Budget, seed: int, library: Path,
-                 processes: dict[str, str], folder: Path, console: Console) -> tuple[Path, dict[str, Any]]:
+                 processes: dict[str, str], folder: Path,
+                 console: Console) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """θ trained with each of `choice.values` on a stack of its own under `folder`, each played alone on the
-    dev fold; returns the folder of the best by dev mean score (ties: the first) and the record of the choice."""
+    dev fold; returns the folder of the best by dev mean score (ties: the first), the record of the choice and
+    the chosen candidate's own."""
     dev = EvalArgs(suite.env, budget.train_eval_episodes, budget.max_steps, budget.parallel)
     candidates = []
     for i, value in enumerate(choice.values):
@@ -107,8 +109,8 @@ def choose_theta(choice: Choice, suite: Suite, budget: Budget, seed: int, librar
                       f"score {candidates[-1]['dev_score']:.3f}, success {candidates[-1]['dev_success']:.0%}")
     best = max(range(len(candidates)), key=lambda i: (candidates[i]["dev_score"], -i))
     console.print(f"seed {seed}: {choice.setting}={candidates[best]['value']} chosen on the dev fold")
-    return folder / f"choose-{best}", {"setting": choice.setting, "chosen": candidates[best]["value"],
-                                       "candidates": candidates}
+    record = {"setting": choice.setting, "chosen": candidates[best]["value"], "candidates": candidates}
+    return folder / f"choose-{best}", record, candidates[best]
 
 
 def shared_game_cache(overrides: dict[str, str]) -> dict[str, str]:
@@ -162,17 +164,16 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
     baselines = [by_agent[a] for a in (AgentKind.RANDOM, AgentKind.MCTS) if a in by_agent]
     trained: list[dict[str, Any]] = []
     for seed in range(first_seed, first_seed + (seeds if theta_rows else 1)):
-        folder, stack_settings, chosen = work_dir / f"seed-{seed}", processes, None
+        folder, stack_settings, chosen, picked = work_dir / f"seed-{seed}", processes, None, None
         seed_started = time.perf_counter()
         if choice is not None and theta_rows:  # θ's stack is the chosen value's, started again on what it left
-            folder, chosen = choose_theta(choice, suite, budget, seed, library, processes, folder, console)
-            stack_settings = {**processes, choice.variable: chosen["chosen"]}
-        with stack(folder, stack_settings, fresh=chosen is None) as env:
+            folder, chosen, picked = choose_theta(choice, suite, budget, seed, library, processes, folder, console)
+            stack_settings = {**processes, choice.variable: picked["value"]}
+        with stack(folder, stack_settings, fresh=picked is None) as env:
             if theta_rows:
-                if chosen is None:
+                if picked is None:
                     version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
                 else:
-                    picked = next(c for c in chosen["candidates"] if c["value"] == chosen["chosen"])
                     version, losses, online = picked["policy_version"], picked["losses"], picked["online_epochs"]
                 for row, agent in theta_rows:
                     row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))

@@ -243,10 +243,22 @@ class Bus:
         concurrently (`fetch` at a time), so a handler must not rely on their order (announcements carry
         versions to compare).
         """
-        durable, subject = self._register_durable(name, durable)
+        self._check_route(name, "consume")
+        durable = durable or self._durable_name(name)
+        subject, nats = self.subject(name), self.settings.nats
+        self._consumers.append((durable, subject))  # watched for lag
 
         def register(handler: Callable[[M], Awaitable[Any]]) -> Callable[[M], Awaitable[Any]]:
-            @self._subscriber(name, durable, per_replica, PullSub(batch_size=fetch, timeout=1.0))
+            @self.broker.subscriber(
+                subject,
+                stream=self.stream,
+                durable=durable,
+                pull_sub=PullSub(batch_size=fetch, timeout=1.0),
+                ack_policy=AckPolicy.MANUAL,
+                # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
+                config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
+                                      inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
+            )
             async def receive(msg: NatsMessage) -> None:
                 started = time.perf_counter()
                 outcome = await handle(msg)
@@ -258,7 +270,7 @@ class Bus:
                     return metrics.DEAD_LETTERED
                 try:
                     # A handler longer than ack_wait (a batch's write) is not redelivered meanwhile.
-                    async with beating(self.settings.nats.ack_wait_s / 3, lambda: self._in_progress(msg)):
+                    async with beating(nats.ack_wait_s / 3, lambda: self._in_progress(msg)):
                         await handler(decoded)
                 except InvalidInput as exc:
                     await self._dead_letter(msg, name, durable, deliveries, f"rejected: {exc}")
@@ -310,27 +322,6 @@ class Bus:
 
     def _durable_name(self, name: str) -> str:
         return f"{self.service}-{name.replace('.', '-')}"
-
-    def _register_durable(self, name: str, durable: str | None) -> tuple[str, str]:
-        """The durable's name (`<service>-<subject>` unless given) and subject, now watched for lag."""
-        self._check_route(name, "consume")
-        durable = durable or self._durable_name(name)
-        subject = self.subject(name)
-        self._consumers.append((durable, subject))
-        return durable, subject
-
-    def _subscriber(self, name: str, durable: str, per_replica: bool, pull_sub: PullSub) -> Any:
-        nats = self.settings.nats
-        return self.broker.subscriber(
-            self.subject(name),
-            stream=self.stream,
-            durable=durable,
-            pull_sub=pull_sub,
-            ack_policy=AckPolicy.MANUAL,
-            # Redelivery is bounded here (dead-letter after max_deliver) and by the server (one more).
-            config=ConsumerConfig(ack_wait=nats.ack_wait_s, max_deliver=self.server_max_deliver,
-                                  inactive_threshold=nats.replica_consumer_ttl_s if per_replica else None),
-        )
 
     async def _admit(self, msg: NatsMessage, name: str, durable: str, message_type: type[M]) -> tuple[int, M | None]:
         """(deliveries, the decoded message), or None for it once dead-lettered: delivered once past
