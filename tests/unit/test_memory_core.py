@@ -41,7 +41,7 @@ experiences = st.builds(
     metadata=st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
     outcome=st.sampled_from([memory_pb2.OUTCOME_PENDING, memory_pb2.OUTCOME_WON, memory_pb2.OUTCOME_LOST]),
     episode_score=st.floats(-1, 1), env_family=texts, session_id=texts, policy_version=texts, agent=texts,
-    env_steps=st.integers(0, 10_000), time_unix_ms=st.integers(0, 2**62),
+    env_steps=st.integers(0, 10_000), time_unix_ms=st.integers(0, 2**62), seed=st.integers(0, 2**31 - 1),
 )
 
 
@@ -119,15 +119,15 @@ def test_a_transition_becomes_an_experience_of_the_state_before_the_action() -> 
 @pytest.mark.parametrize("won", [True, False])
 def test_a_finished_episode_rewrites_its_scored_steps_with_what_the_end_tells(won: bool) -> None:
     episode, transitions = played(3, width=4, episode_id="ep")
-    episode.won, episode.score, episode.policy_version = won, 0.5, "v7"
+    episode.won, episode.score, episode.policy_version, episode.seed = won, 0.5, "v7", 12
     episode.steps[1].env_steps = 40
     units = experiences_from_episode(episode)
     scored = [experience_from_transition(t, 0.01) for t in transitions]
     # The same points, the same text (so the same vectors): only what the end tells differs.
     assert [(u.id, u.goal, u.state, u.action, u.feedback, u.reward) for u in units] == [
         (s.id, s.goal, s.state, s.action, s.feedback, s.reward) for s in scored]
-    assert {(u.outcome, u.success, u.episode_score, u.policy_version) for u in units} == {
-        (memory_pb2.OUTCOME_WON if won else memory_pb2.OUTCOME_LOST, won, 0.5, "v7")}
+    assert {(u.outcome, u.success, u.episode_score, u.policy_version, u.seed) for u in units} == {
+        (memory_pb2.OUTCOME_WON if won else memory_pb2.OUTCOME_LOST, won, 0.5, "v7", 12)}
     assert [u.env_steps for u in units] == [1, 40, 1]
     episode.episode_id = ""
     with pytest.raises(InvalidInput, match="episode_id"):

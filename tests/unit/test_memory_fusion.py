@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evoskill.core.memory.fusion import memory_bonus, memory_value, tips_from_memories
+from evoskill.core.memory.fusion import Situation, memory_bonus, memory_value, tips_from_memories
 from evoskill.memory.v1 import memory_pb2
 
 WON, LOST = memory_pb2.OUTCOME_WON, memory_pb2.OUTCOME_LOST
@@ -93,3 +93,44 @@ def test_tips_say_what_an_action_did_in_one_line_each() -> None:
     (lost,) = tips_from_memories([scored("move west", outcome=LOST)], 3)
     assert "'move west' was part of an episode that failed" in lost
     assert len(tips_from_memories([scored("x", feedback="y" * 500)], 1)[0]) < 150
+
+
+HERE = Situation("twx:coin", 7, "find the coin", "You are in the kitchen.")
+
+
+def here_memory(action: str, *, seed: int = 7, state: str = HERE.state, outcome: int = WON,
+                similarity: float = 1.0) -> memory_pb2.ScoredExperience:
+    experience = memory_pb2.Experience(action=action, env_spec=HERE.env_spec, seed=seed, goal=HERE.goal, state=state,
+                                       outcome=outcome, success=outcome == WON)
+    return memory_pb2.ScoredExperience(experience=experience, similarity=similarity, score=similarity)
+
+
+def test_this_situations_own_memory_outweighs_many_similar_ones() -> None:
+    similar = [here_memory("move north", seed=s, similarity=0.95) for s in range(8, 20)]  # other games' kitchens
+    memories = [here_memory("open door"), *similar]
+    pooled = memory_bonus(ACTIONS, TEMPLATES, memories)
+    assert pooled[1] >= pooled[2]  # one pool of cosine votes: the dozen similar rooms win (or tie at the clip)
+    bonus = memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE, similar_share=0.3)
+    assert int(np.argmax(bonus)) == 2
+    assert bonus.tolist() == pytest.approx([0.0, 0.3, 1.0])
+
+
+def test_without_an_own_memory_similar_ones_are_the_whole_hint() -> None:
+    memories = [here_memory("move north", seed=8, similarity=0.9), here_memory("open door", state="A hall.",
+                                                                                similarity=0.8)]
+    assert memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE).tolist() == pytest.approx(
+        memory_bonus(ACTIONS, TEMPLATES, memories).tolist())
+
+
+def test_an_own_failure_counts_against_its_action_in_full() -> None:
+    bonus = memory_bonus(ACTIONS, TEMPLATES, [here_memory("take coin", outcome=LOST, similarity=0.6)], here=HERE)
+    assert bonus[0] == pytest.approx(-0.5) and bonus[1] == bonus[2] == 0.0  # its value, not 0.6 of it
+
+
+@given(st.lists(st.tuples(st.sampled_from([*ACTIONS, "dance"]), st.integers(6, 8), st.sampled_from([WON, LOST]),
+                          st.floats(-1, 1)), max_size=30),
+       st.floats(0, 5), st.floats(0, 1))
+def test_the_bonus_with_own_memories_is_bounded(memories, weight: float, share: float) -> None:  # type: ignore[no-untyped-def]
+    fused = [here_memory(a, seed=seed, outcome=outcome, similarity=sim) for a, seed, outcome, sim in memories]
+    bonus = memory_bonus(ACTIONS, TEMPLATES, fused, weight=weight, here=HERE, similar_share=share)
+    assert np.all(np.abs(bonus) <= weight * (1 + share) + 1e-9)

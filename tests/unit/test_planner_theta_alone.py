@@ -101,3 +101,29 @@ def test_remembered_failures_turn_theta_alone_away_from_them() -> None:
     assert taken and not {"move west", "move east"} & set(taken)  # θ's favourites, remembered as failures
     assert [list(r.taken_actions) for r in memory.requests] == [taken[:i] for i in range(len(taken))]
     assert {r.profile for r in memory.requests} == {"exploratory"}
+
+
+class OneOwnAttempt:
+    """A memory holding one won attempt of `move east` in the very state asked about, in the game of `seed`, and
+    a dozen won `move west` steps in similar rooms of other games."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def Retrieve(self, request: memory_pb2.RetrieveRequest) -> memory_pb2.RetrieveReply:
+        def won(action: str, seed: int, similarity: float) -> memory_pb2.ScoredExperience:
+            experience = memory_pb2.Experience(action=action, env_spec=request.env_spec, seed=seed, goal=request.goal,
+                                               state=request.state, outcome=memory_pb2.OUTCOME_WON, success=True)
+            return memory_pb2.ScoredExperience(experience=experience, similarity=similarity)
+
+        return memory_pb2.RetrieveReply(results=[won("move east", self.seed, 1.0),
+                                                 *(won("move west", s, 0.95) for s in range(100, 112))])
+
+
+@pytest.mark.parametrize(("remembered_in", "first"), [(0, "move east"), (1, "move west")])
+def test_the_games_own_memory_of_this_state_outweighs_similar_rooms(remembered_in: int, first: str) -> None:
+    player = EpisodePlayer(HostSandbox(), SimpleNamespace(Score=lambda r: SimpleNamespace(total=0.0)),
+                           SearchConfig(), Scorer(RewardSettings()), east_and_west, memory=OneOwnAttempt(remembered_in))
+    config = planner_pb2.SearchConfig(agent="policy", memory_weight=1.0)
+    request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=1, config=config)
+    assert [u.action for u in player.play(request) if u.action] == [first]

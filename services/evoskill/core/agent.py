@@ -80,6 +80,7 @@ class EpisodeMemory:
     seed: int = 0  # the episode's search seed; each step searches with its own (`step_seed`)
     visited: Counter[str] = field(default_factory=Counter)  # state keys of the real states so far: times there
     notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
+    task_seed: int | None = None  # the game's environment seed (with the env spec, the task); None = not known
     taken: list[str] = field(default_factory=list)  # the actions taken, in order
     # (state key, action) -> times taken there: where a candidate leads is unknown until it is stepped
     # (ScienceWorld's hundreds of children are not), but in a deterministic game taking it again where it was

@@ -62,7 +62,8 @@ def explore(agent: Agent, kind: AgentKind, epsilon: float) -> Agent:
 
 def episode_memory(request: planner_pb2.PlayEpisodeRequest) -> EpisodeMemory:
     """An empty memory seeded by the request's search seed (its episode seed where the config sets none)."""
-    return EpisodeMemory(seed=request.config.seed if request.config.HasField("seed") else request.seed)
+    return EpisodeMemory(seed=request.config.seed if request.config.HasField("seed") else request.seed,
+                         task_seed=request.seed)
 
 
 @dataclass

@@ -27,7 +27,8 @@ POINT_NAMESPACE = uuid.UUID("5b0f1f2e-6a53-4c1d-9a57-3f0e9b7a1c42")
 
 _TEXT_FIELDS = ("goal", "state", "action", "template", "feedback", "env_spec", "env_family", "episode_id",
                 "session_id", "policy_version", "agent")
-_NUMBER_FIELDS = {"reward": float, "episode_score": float, "step_index": int, "env_steps": int, "time_unix_ms": int}
+_NUMBER_FIELDS = {"reward": float, "episode_score": float, "step_index": int, "env_steps": int, "time_unix_ms": int,
+                  "seed": int}
 OUTCOMES = {memory_pb2.OUTCOME_PENDING: "pending", memory_pb2.OUTCOME_WON: "won", memory_pb2.OUTCOME_LOST: "lost"}
 _OUTCOME_OF_NAME = {name: value for value, name in OUTCOMES.items()}
 
@@ -147,7 +148,7 @@ def experiences_from_episode(episode: events_pb2.EpisodeCompleted) -> list[memor
         unit = _unit(before, step.action, step.observation, step.failure, reward=step.reward, success=episode.won,
                      env_spec=episode.env_spec, episode_id=episode.episode_id, step_index=step.index,
                      outcome=outcome, episode_score=episode.score, policy_version=episode.policy_version,
-                     agent=episode.agent, env_steps=step.env_steps)
+                     agent=episode.agent, env_steps=step.env_steps, seed=episode.seed)
         if step.llm.requests:  # what the LLM cost the step's decision, as the episode carried it
             unit.metadata.update(llm_requests=str(step.llm.requests), llm_prompt_tokens=str(step.llm.prompt_tokens),
                                  llm_completion_tokens=str(step.llm.completion_tokens),

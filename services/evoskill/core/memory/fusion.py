@@ -5,14 +5,22 @@ Each memory votes for the action it took, in proportion to how similar its state
 value: +1 when its episode was won; tanh(step reward) while the outcome is pending; for a lost episode the
 mean of tanh(step reward) and the outcome's value (core/memory/experience.py: lost with nothing scored = -1),
 so a remembered failure votes against its action and a good step of a nearly won episode still mildly for it.
-A memory whose action differs but whose template (skill) matches votes with `template_share` of that. Each
-action's votes are summed, clipped to [-1, 1] and scaled by `weight`.
+A memory whose action differs but whose template (skill) matches votes with `template_share` of that.
+
+Memories of this very situation (`Situation`: the same task, i.e. environment spec and seed, in the same goal
+and state) are the agent's own earlier attempts here, and vote in full; where any is retrieved, the memories of
+merely similar states (other tasks of the family, other states) add `similar_share` of their votes beside them.
+Without one, the similar states' votes are the whole hint, as they are for a task never seen. Each group's votes
+are summed per action and clipped to [-1, 1]; the bonus is scaled by `weight`. (Measured on repeated
+CoinCollector games: with one pool of cosine votes, the one memory of this state was outvoted by a dozen of
+similar rooms of other games; docs/results.md, "Memory-augmented search".)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +46,22 @@ def memory_value(experience: memory_pb2.Experience) -> float:
     return step
 
 
+@dataclass(frozen=True)
+class Situation:
+    """Where a hint is asked for: the task (environment spec and seed) and the state as memories store it
+    (core/state_text.state_text's goal and state)."""
+
+    env_spec: str
+    seed: int
+    goal: str
+    state: str
+
+    def holds(self, experience: memory_pb2.Experience) -> bool:
+        """`experience` was taken here: this task, this goal, this state."""
+        return (experience.env_spec == self.env_spec and experience.seed == self.seed
+                and experience.goal == self.goal and experience.state == self.state)
+
+
 def memory_bonus(
     actions: Sequence[str],
     templates: Sequence[str],
@@ -45,26 +69,36 @@ def memory_bonus(
     *,
     weight: float = 1.0,
     template_share: float = 0.3,
+    here: Situation | None = None,
+    similar_share: float = 0.3,
 ) -> np.ndarray:
-    """A logit bonus per candidate action (aligned with `actions`), from experiences retrieved for this state."""
+    """A logit bonus per candidate action (aligned with `actions`), from experiences retrieved for this state;
+    `here`, where known, tells this situation's own memories from similar ones (see the module docstring)."""
     if len(templates) != len(actions):
         raise ValueError(f"{len(actions)} actions but {len(templates)} templates")
-    votes = np.zeros(len(actions), dtype=np.float64)
+    own, similar = np.zeros(len(actions), dtype=np.float64), np.zeros(len(actions), dtype=np.float64)
     by_action = {a: i for i, a in enumerate(actions)}
     by_template: dict[str, list[int]] = {}
     for i, template in enumerate(templates):
         if template:
             by_template.setdefault(template, []).append(i)
+    any_own = False
     for scored in memories:
         experience = scored.experience
-        similarity = max(scored.similarity, 0.0)  # dissimilar states say nothing about this one
-        vote = similarity * memory_value(experience)
+        mine = here is not None and here.holds(experience)
+        any_own = any_own or mine
+        votes = own if mine else similar
+        # dissimilar states say nothing about this one; this state's own memory is this state
+        vote = (1.0 if mine else max(scored.similarity, 0.0)) * memory_value(experience)
         if experience.action in by_action:
             votes[by_action[experience.action]] += vote
         elif experience.template:
             for i in by_template.get(experience.template, ()):
                 votes[i] += template_share * vote
-    return weight * np.clip(votes, -1.0, 1.0)
+    similar = np.clip(similar, -1.0, 1.0)
+    if not any_own:
+        return weight * similar
+    return weight * (np.clip(own, -1.0, 1.0) + similar_share * similar)
 
 
 def _what_it_did(e: memory_pb2.Experience) -> str:

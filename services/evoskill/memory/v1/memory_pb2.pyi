@@ -17,7 +17,7 @@ OUTCOME_WON: Outcome
 OUTCOME_LOST: Outcome
 
 class Experience(_message.Message):
-    __slots__ = ("id", "goal", "state", "action", "template", "feedback", "reward", "success", "env_spec", "episode_id", "step_index", "metadata", "outcome", "episode_score", "env_family", "session_id", "policy_version", "agent", "env_steps", "time_unix_ms")
+    __slots__ = ("id", "goal", "state", "action", "template", "feedback", "reward", "success", "env_spec", "episode_id", "step_index", "metadata", "outcome", "episode_score", "env_family", "session_id", "policy_version", "agent", "env_steps", "time_unix_ms", "seed")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class Experience(_message.Message):
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ENV_STEPS_FIELD_NUMBER: _ClassVar[int]
     TIME_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     id: str
     goal: str
     state: str
@@ -65,7 +66,8 @@ class Experience(_message.Message):
     agent: str
     env_steps: int
     time_unix_ms: int
-    def __init__(self, id: _Optional[str] = ..., goal: _Optional[str] = ..., state: _Optional[str] = ..., action: _Optional[str] = ..., template: _Optional[str] = ..., feedback: _Optional[str] = ..., reward: _Optional[float] = ..., success: _Optional[bool] = ..., env_spec: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., episode_score: _Optional[float] = ..., env_family: _Optional[str] = ..., session_id: _Optional[str] = ..., policy_version: _Optional[str] = ..., agent: _Optional[str] = ..., env_steps: _Optional[int] = ..., time_unix_ms: _Optional[int] = ...) -> None: ...
+    seed: int
+    def __init__(self, id: _Optional[str] = ..., goal: _Optional[str] = ..., state: _Optional[str] = ..., action: _Optional[str] = ..., template: _Optional[str] = ..., feedback: _Optional[str] = ..., reward: _Optional[float] = ..., success: _Optional[bool] = ..., env_spec: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., episode_score: _Optional[float] = ..., env_family: _Optional[str] = ..., session_id: _Optional[str] = ..., policy_version: _Optional[str] = ..., agent: _Optional[str] = ..., env_steps: _Optional[int] = ..., time_unix_ms: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class StoreRequest(_message.Message):
     __slots__ = ("experiences",)
