@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
+import evoskill.bench.outer_loop as outer_loop
 from evoskill.bench.outer_loop import AgentRow, EvalArgs, reused_baselines, show, summary
 
 
@@ -87,3 +90,42 @@ def test_an_interrupted_benchmark_lets_its_subprocess_stop_as_after_ctrl_c(tmp_p
     parent.send_signal(signal.SIGTERM)  # the parent only, as a job's timeout or `kill` sends it
     parent.communicate(timeout=60)
     assert parent.returncode != 0 and kept.read_text() == "partial report"
+
+
+def _cli_failing_first_up(calls: list[tuple[str, int]], take_port: bool, held: list[socket.socket]) -> Any:
+    """`_cli` whose first `up` fails, its NATS port taken by another process meanwhile where `take_port`."""
+
+    def cli(*args: str, env: dict[str, str], log: Path) -> int:
+        port = int(env["EVOSKILL_NATS__PORT"])
+        calls.append((args[0], port))
+        if args[0] == "up" and sum(c[0] == "up" for c in calls) == 1:
+            if take_port:
+                sock = socket.socket()
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+                held.append(sock)
+            raise RuntimeError("evoskill up failed (exit 1)")
+        return 0
+
+    return cli
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_a_stack_start_that_lost_a_port_to_another_process_is_tried_again_on_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: bool) -> None:
+    calls: list[tuple[str, int]] = []
+    held: list[socket.socket] = []
+    monkeypatch.setattr(outer_loop, "_cli", _cli_failing_first_up(calls, taken, held))
+    try:
+        if taken:
+            env = outer_loop._up(tmp_path, {}, tmp_path / "bench.log")
+            assert [c[0] for c in calls] == ["up", "down", "up"]
+            assert int(env["EVOSKILL_NATS__PORT"]) != calls[0][1]
+            assert "taken by another process" in (tmp_path / "bench.log").read_text()
+        else:  # a start that failed for another reason is not retried
+            with pytest.raises(RuntimeError, match="up failed"):
+                outer_loop._up(tmp_path, {}, tmp_path / "bench.log")
+            assert [c[0] for c in calls] == ["up", "down"]
+    finally:
+        for sock in held:
+            sock.close()

@@ -38,9 +38,10 @@ from rich.table import Table
 from evoskill.core.agent import AgentKind
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
-from evoskill.stack.supervisor import free_ports
+from evoskill.stack.supervisor import free_ports, port_is_free
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
+UP_TRIES = 3  # starts of one bench stack, when another process takes one of its ports first
 
 
 @dataclass
@@ -116,18 +117,38 @@ def stack(folder: Path, settings: dict[str, str] | None = None, fresh: bool = Tr
     if fresh:
         shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
-    nats, temporal, *services = free_ports(2 + len(SERVICES))
-    env = dict(os.environ, **(settings or {}), EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(nats),
-               EVOSKILL_TEMPORAL__PORT=str(temporal), EVOSKILL_TEMPORAL__UI_PORT="0")
-    for name, port in zip(SERVICES, services, strict=True):
-        env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(port)
     log = folder / "bench.log"
     with terminated_as_interrupt():
-        _cli("up", "--detach", env=env, log=log)
+        env = _up(folder, settings or {}, log)
         try:
             yield env
         finally:
             _cli("down", env=env, log=log)
+
+
+def _up(folder: Path, settings: dict[str, str], log: Path, tries: int = UP_TRIES) -> dict[str, str]:
+    """`evoskill up` on free ports; the environment that reaches the stack. The ports are free when chosen, not
+    held until the servers bind them: another stack starting at the same time can take one first. A start that
+    fails with one of its ports held by someone else is tried again on other ports."""
+    for attempt in range(1, tries + 1):
+        ports = free_ports(2 + len(SERVICES))
+        nats, temporal, *services = ports
+        env = dict(os.environ, **settings, EVOSKILL_STATE_DIR=str(folder), EVOSKILL_NATS__PORT=str(nats),
+                   EVOSKILL_TEMPORAL__PORT=str(temporal), EVOSKILL_TEMPORAL__UI_PORT="0")
+        for name, port in zip(SERVICES, services, strict=True):
+            env[f"EVOSKILL_{name.upper()}_ENDPOINT__PORT"] = str(port)
+        try:
+            _cli("up", "--detach", env=env, log=log)
+            return env
+        except RuntimeError:
+            _cli("down", env=env, log=log)
+            taken = [p for p in ports if not port_is_free("127.0.0.1", p)]
+            if attempt == tries or not taken:
+                raise
+            with log.open("a") as out:
+                out.write(f"ports {taken} were taken by another process while the stack started; "
+                          f"trying again on others ({attempt + 1} of {tries})\n")
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
