@@ -129,6 +129,23 @@ async def test_store_is_idempotent_by_episode_and_step(memory) -> None:  # type:
     assert only.experience.reward == 3.0  # the latest write wins
 
 
+async def test_a_tasks_own_memories_of_this_state_come_first_whatever_their_rank(memory) -> None:  # type: ignore[no-untyped-def]
+    _, stub = memory
+    here = {"goal": "find the coin", "state": "kitchen, doors east and west", "env_spec": "twx:coin"}
+    lost_here = Experience(**here, action="move east", seed=4, episode_id="mine", outcome=memory_pb2.OUTCOME_LOST,
+                           reward=-1.0)
+    won_elsewhere = [Experience(**here, action="move west", seed=s, episode_id=f"other-{s}", step_index=0,
+                                outcome=memory_pb2.OUTCOME_WON, reward=1.0) for s in range(10, 13)]
+    pending = Experience(**here, action="move north", episode_id="playing", step_index=1)  # its seed not known yet
+    await stub.Store(memory_pb2.StoreRequest(experiences=[lost_here, *won_elsewhere, pending]))
+    ranked = await retrieve(stub, here["goal"], here["state"], env_spec="twx:coin", limit=2)
+    assert "move east" not in actions(ranked)  # a lost attempt ranks below the won steps of the other games
+    results = await retrieve(stub, here["goal"], here["state"], env_spec="twx:coin", limit=2, seed=4)
+    assert (results[0].experience.action, results[0].own) == ("move east", True)
+    assert [r.own for r in results[1:]] == [False, False] and "move east" not in actions(results[1:])
+    assert not [r for r in await retrieve(stub, here["goal"], here["state"], env_spec="twx:coin", seed=0) if r.own]
+
+
 @pytest.mark.parametrize(("request_fields", "named"), [
     ({}, "goal and state are both empty"),
     ({"goal": "g", "limit": -1}, "limit"),
@@ -137,6 +154,7 @@ async def test_store_is_idempotent_by_episode_and_step(memory) -> None:  # type:
     ({"goal": "g", "diversity": -0.1}, "diversity"),
     ({"goal": "g", "profile": "bold"}, "unknown memory profile 'bold'"),
     ({"goal": "g", "outcomes": [7]}, "outcomes"),
+    ({"goal": "g", "seed": 3}, "env_spec"),
 ])
 async def test_bad_retrieve_is_invalid_argument_naming_the_field(memory, request_fields, named) -> None:  # type: ignore[no-untyped-def]
     _, stub = memory

@@ -65,7 +65,7 @@ def make_query(request: memory_pb2.RetrieveRequest, defaults: MemorySettings) ->
         recall=request.recall or defaults.recall, weights=weights, taken_actions=tuple(request.taken_actions),
         env_spec=request.env_spec, env_family=request.env_family, template=request.template,
         outcomes=tuple(OUTCOMES[o] for o in request.outcomes), alternatives=request.alternatives,
-        cold_fill=defaults.tiers.cold_fill,
+        cold_fill=defaults.tiers.cold_fill, seed=request.seed if request.HasField("seed") else None,
     )
 
 

@@ -41,7 +41,15 @@ from evoskill.core.memory.tiers import (
     to_cold_payload,
 )
 from evoskill.learner.registry import feature_cache_dir
-from evoskill.memory.query import COLD_INDEXED_FIELDS, INDEXED_FIELDS, matches, matches_any, prefetch, rescore
+from evoskill.memory.query import (
+    COLD_INDEXED_FIELDS,
+    INDEXED_FIELDS,
+    matches,
+    matches_any,
+    own_filter,
+    prefetch,
+    rescore,
+)
 from evoskill.memory.v1 import memory_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import Settings
@@ -257,7 +265,21 @@ class ExperienceStore:
             ]
         if retrieval.cold_fill and len(results) < retrieval.limit:
             results += self._retrieve_cold(retrieval, vector, retrieval.limit - len(results))
-        return results
+        own = self._own(retrieval)
+        ids = {o.experience.id for o in own}
+        return own + [r for r in results if r.experience.id not in ids]
+
+    def _own(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
+        """This task's own experiences of this very state (`Retrieval.seed`), at most `limit`: a
+        vector ranking may leave them out (a lost attempt here ranks below won steps of similar states)."""
+        where = own_filter(retrieval)
+        if where is None:
+            return []
+        with self._lock:
+            points, _ = self.client.scroll(self.collection, scroll_filter=where, limit=retrieval.limit,
+                                           with_payload=True, with_vectors=False)
+        return [memory_pb2.ScoredExperience(experience=from_payload(p.payload or {}), similarity=1.0, own=True)
+                for p in points]
 
     def _retrieve_cold(self, retrieval: Retrieval, vector: np.ndarray, limit: int) -> list[memory_pb2.ScoredExperience]:
         """The best `limit` cold summaries by the same query (their payloads carry the same keys), score order."""

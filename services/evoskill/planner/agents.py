@@ -117,7 +117,8 @@ class AgentTools:
             return []
         goal, state = state_text(observation)
         request = memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec, limit=config.memory_limit,
-                                             profile=config.memory_profile, taken_actions=memory.taken)
+                                             profile=config.memory_profile, taken_actions=memory.taken,
+                                             seed=memory.task_seed)  # this task's own memories of here first
         try:
             reply = self.memory.Retrieve(request)
         except grpc.RpcError as exc:

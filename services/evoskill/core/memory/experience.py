@@ -27,8 +27,7 @@ POINT_NAMESPACE = uuid.UUID("5b0f1f2e-6a53-4c1d-9a57-3f0e9b7a1c42")
 
 _TEXT_FIELDS = ("goal", "state", "action", "template", "feedback", "env_spec", "env_family", "episode_id",
                 "session_id", "policy_version", "agent")
-_NUMBER_FIELDS = {"reward": float, "episode_score": float, "step_index": int, "env_steps": int, "time_unix_ms": int,
-                  "seed": int}
+_NUMBER_FIELDS = {"reward": float, "episode_score": float, "step_index": int, "env_steps": int, "time_unix_ms": int}
 OUTCOMES = {memory_pb2.OUTCOME_PENDING: "pending", memory_pb2.OUTCOME_WON: "won", memory_pb2.OUTCOME_LOST: "lost"}
 _OUTCOME_OF_NAME = {name: value for value, name in OUTCOMES.items()}
 
@@ -98,6 +97,7 @@ def to_payload(experience: memory_pb2.Experience) -> dict[str, Any]:
         reward_unit=reward_unit(experience.reward),
         outcome_value=outcome_value(experience.outcome, experience.episode_score),
         metadata=dict(experience.metadata),
+        seed=experience.seed if experience.HasField("seed") else None,  # unknown until the episode's end
     )
     return payload
 
@@ -111,6 +111,7 @@ def from_payload(payload: dict[str, Any]) -> memory_pb2.Experience:
         success=bool(payload.get("success", False)),
         outcome=_OUTCOME_OF_NAME.get(str(payload.get("outcome", "pending")), memory_pb2.OUTCOME_PENDING),
         metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
+        seed=None if payload.get("seed") is None else int(payload["seed"]),
         **fields,
     )
 

@@ -58,7 +58,7 @@ class Situation:
 
     def holds(self, experience: memory_pb2.Experience) -> bool:
         """`experience` was taken here: this task, this goal, this state."""
-        return (experience.env_spec == self.env_spec and experience.seed == self.seed
+        return (experience.env_spec == self.env_spec and experience.HasField("seed") and experience.seed == self.seed
                 and experience.goal == self.goal and experience.state == self.state)
 
 

@@ -75,12 +75,15 @@ class Retrieval:
     outcomes: tuple[str, ...] = ()  # payload names ("won", "lost", "pending"); empty = every outcome
     alternatives: bool = False  # only other actions than taken_actions, with an acceptable outcome
     cold_fill: bool = False  # fewer hot results than `limit`: the rest from the cold tier's summaries
+    seed: int | None = None  # with env_spec: this task's own memories of this very state come first
 
     def __post_init__(self) -> None:
         if not self.goal and not self.state:
             raise InvalidInput("goal and state are both empty: nothing to retrieve by")
         if self.limit < 1 or self.recall < 1:
             raise InvalidInput(f"limit and recall must be >= 1, got {self.limit} and {self.recall}")
+        if self.seed is not None and not self.env_spec:
+            raise InvalidInput("seed names a task only with env_spec: set env_spec too")
 
     @property
     def candidates(self) -> int:

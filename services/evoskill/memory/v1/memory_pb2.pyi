@@ -82,7 +82,7 @@ class StoreReply(_message.Message):
     def __init__(self, stored: _Optional[int] = ...) -> None: ...
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("goal", "state", "limit", "recall", "reward_weight", "diversity", "env_spec", "profile", "outcome_weight", "novelty_weight", "taken_actions", "env_family", "template", "outcomes", "alternatives")
+    __slots__ = ("goal", "state", "limit", "recall", "reward_weight", "diversity", "env_spec", "profile", "outcome_weight", "novelty_weight", "taken_actions", "env_family", "template", "outcomes", "alternatives", "seed")
     GOAL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class RetrieveRequest(_message.Message):
     TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     goal: str
     state: str
     limit: int
@@ -113,21 +114,24 @@ class RetrieveRequest(_message.Message):
     template: str
     outcomes: _containers.RepeatedScalarFieldContainer[Outcome]
     alternatives: bool
-    def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ..., profile: _Optional[str] = ..., outcome_weight: _Optional[float] = ..., novelty_weight: _Optional[float] = ..., taken_actions: _Optional[_Iterable[str]] = ..., env_family: _Optional[str] = ..., template: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[Outcome, str]]] = ..., alternatives: _Optional[bool] = ...) -> None: ...
+    seed: int
+    def __init__(self, goal: _Optional[str] = ..., state: _Optional[str] = ..., limit: _Optional[int] = ..., recall: _Optional[int] = ..., reward_weight: _Optional[float] = ..., diversity: _Optional[float] = ..., env_spec: _Optional[str] = ..., profile: _Optional[str] = ..., outcome_weight: _Optional[float] = ..., novelty_weight: _Optional[float] = ..., taken_actions: _Optional[_Iterable[str]] = ..., env_family: _Optional[str] = ..., template: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[Outcome, str]]] = ..., alternatives: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ScoredExperience(_message.Message):
-    __slots__ = ("experience", "score", "similarity", "cold", "summarised")
+    __slots__ = ("experience", "score", "similarity", "cold", "summarised", "own")
     EXPERIENCE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     COLD_FIELD_NUMBER: _ClassVar[int]
     SUMMARISED_FIELD_NUMBER: _ClassVar[int]
+    OWN_FIELD_NUMBER: _ClassVar[int]
     experience: Experience
     score: float
     similarity: float
     cold: bool
     summarised: int
-    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., cold: _Optional[bool] = ..., summarised: _Optional[int] = ...) -> None: ...
+    own: bool
+    def __init__(self, experience: _Optional[_Union[Experience, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., cold: _Optional[bool] = ..., summarised: _Optional[int] = ..., own: _Optional[bool] = ...) -> None: ...
 
 class RetrieveReply(_message.Message):
     __slots__ = ("results",)
