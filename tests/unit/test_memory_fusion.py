@@ -115,11 +115,19 @@ def test_this_situations_own_memory_outweighs_many_similar_ones() -> None:
     assert bonus.tolist() == pytest.approx([0.0, 0.3, 1.0])
 
 
-def test_without_an_own_memory_similar_ones_are_the_whole_hint() -> None:
+def test_similar_memories_count_at_the_share_with_or_without_own_ones() -> None:
     memories = [here_memory("move north", seed=8, similarity=0.9), here_memory("open door", state="A hall.",
                                                                                 similarity=0.8)]
-    assert memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE).tolist() == pytest.approx(
-        memory_bonus(ACTIONS, TEMPLATES, memories).tolist())
+    pooled = memory_bonus(ACTIONS, TEMPLATES, memories)
+    assert memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE).tolist() == pytest.approx(pooled.tolist())
+    assert memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE, similar_share=0.3).tolist() == pytest.approx(
+        (0.3 * pooled).tolist())
+
+
+def test_the_memory_service_flag_marks_an_own_memory() -> None:
+    flagged = memory_pb2.ScoredExperience(experience=memory_pb2.Experience(action="open door", success=True),
+                                          similarity=0.2, own=True)
+    assert memory_bonus(ACTIONS, TEMPLATES, [flagged], similar_share=0.3).tolist() == pytest.approx([0, 0, 1.0])
 
 
 def test_an_own_failure_counts_against_its_action_in_full() -> None:

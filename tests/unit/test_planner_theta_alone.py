@@ -95,7 +95,9 @@ def test_remembered_failures_turn_theta_alone_away_from_them() -> None:
     memory = FailuresOfWalking()
     player = EpisodePlayer(HostSandbox(), SimpleNamespace(Score=lambda r: SimpleNamespace(total=0.0)),
                            SearchConfig(), Scorer(RewardSettings()), east_and_west, memory=memory)
-    config = planner_pb2.SearchConfig(agent="policy", memory_weight=3.0, memory_profile="exploratory")
+    # Memories of other situations (these have no task) at the weight of own ones: the test is on the bonus's sign.
+    config = planner_pb2.SearchConfig(agent="policy", memory_weight=3.0, memory_profile="exploratory",
+                                      memory_similar_share=1.0)
     request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=3, config=config)
     taken = [u.action for u in player.play(request) if u.action]
     assert taken and not {"move west", "move east"} & set(taken)  # θ's favourites, remembered as failures

@@ -28,7 +28,7 @@ _PLAIN_FIELDS = (
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
     "entropy_trigger", "prune_losses", "time_budget_s", "explore_epsilon", "novelty_weight",
-    "curiosity_weight",
+    "curiosity_weight", "memory_similar_share",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -147,6 +147,11 @@ class SearchConfig(BaseModel):
     )
     memory_weight: float = Field(
         0.0, description="Root logit bonus from experiences retrieved for the state (0 = no retrieval)"
+    )
+    memory_similar_share: float = Field(
+        0.3, ge=0.0, le=1.0,
+        description="Weight of the memories of other situations (other tasks of the family, other states) beside this "
+        "task's own memories of this very state, which vote in full (core/memory/fusion.py; 1 = every memory alike)",
     )
     memory_limit: int = Field(8, ge=0, le=limits.MAX_RETRIEVE,
                               description="Experiences retrieved per real step when memory_weight > 0")

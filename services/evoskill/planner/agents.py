@@ -103,7 +103,7 @@ class AgentTools:
         """Advice for the priors: retrieved memories at the root (when search.memory_weight > 0), this situation's
         own (`here`) in full, and the LLM's prior at each node it was asked at (when llm.base_url is set and
         `with_llm`)."""
-        advice = [memories(retrieved, config.memory_weight, here)] if retrieved else []
+        advice = [memories(retrieved, config.memory_weight, here, config.memory_similar_share)] if retrieved else []
         if with_llm and self.llm is not None:
             advice.append(llm_priors(self.llm.settings.combine, self.llm.settings.prior_weight))
         return advice

@@ -8,12 +8,12 @@ so a remembered failure votes against its action and a good step of a nearly won
 A memory whose action differs but whose template (skill) matches votes with `template_share` of that.
 
 Memories of this very situation (`Situation`: the same task, i.e. environment spec and seed, in the same goal
-and state) are the agent's own earlier attempts here, and vote in full; where any is retrieved, the memories of
-merely similar states (other tasks of the family, other states) add `similar_share` of their votes beside them.
-Without one, the similar states' votes are the whole hint, as they are for a task never seen. Each group's votes
-are summed per action and clipped to [-1, 1]; the bonus is scaled by `weight`. (Measured on repeated
-CoinCollector games: with one pool of cosine votes, the one memory of this state was outvoted by a dozen of
-similar rooms of other games; docs/results.md, "Memory-augmented search".)
+and state; or flagged `own` by the memory service) are the agent's own earlier attempts here, and vote by their
+value alone; the memories of merely similar states (other tasks of the family, other states) vote by similarity
+× value, at `similar_share` of the own ones (`search.memory_similar_share`; 1 = every memory alike). Each group's
+votes are summed per action and clipped to [-1, 1], then added: own + similar_share × similar, scaled by
+`weight`. (Measured on repeated CoinCollector games: with one pool of cosine votes, the one memory of this state
+was outvoted by a dozen similar rooms of other games; docs/results.md, "Memory-augmented search".)
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def memory_bonus(
     weight: float = 1.0,
     template_share: float = 0.3,
     here: Situation | None = None,
-    similar_share: float = 0.3,
+    similar_share: float = 1.0,
 ) -> np.ndarray:
     """A logit bonus per candidate action (aligned with `actions`), from experiences retrieved for this state;
     `here`, where known, tells this situation's own memories from similar ones (see the module docstring)."""
@@ -82,11 +82,9 @@ def memory_bonus(
     for i, template in enumerate(templates):
         if template:
             by_template.setdefault(template, []).append(i)
-    any_own = False
     for scored in memories:
         experience = scored.experience
-        mine = here is not None and here.holds(experience)
-        any_own = any_own or mine
+        mine = scored.own or (here is not None and here.holds(experience))
         votes = own if mine else similar
         # dissimilar states say nothing about this one; this state's own memory is this state
         vote = (1.0 if mine else max(scored.similarity, 0.0)) * memory_value(experience)
@@ -95,10 +93,7 @@ def memory_bonus(
         elif experience.template:
             for i in by_template.get(experience.template, ()):
                 votes[i] += template_share * vote
-    similar = np.clip(similar, -1.0, 1.0)
-    if not any_own:
-        return weight * similar
-    return weight * (np.clip(own, -1.0, 1.0) + similar_share * similar)
+    return weight * (np.clip(own, -1.0, 1.0) + similar_share * np.clip(similar, -1.0, 1.0))
 
 
 def _what_it_did(e: memory_pb2.Experience) -> str:

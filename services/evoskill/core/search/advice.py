@@ -59,11 +59,12 @@ def root_bonus(bonus_at: Callable[[SearchModel], np.ndarray]) -> Advice:
     return advise
 
 
-def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float, here: Situation | None = None) -> Advice:
+def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float, here: Situation | None = None,
+             similar_share: float = 1.0) -> Advice:
     """Experiences retrieved for the root's state vote for its candidates, this situation's own (`here`) in full
-    (core/memory/fusion.py)."""
+    and the others at `similar_share` (core/memory/fusion.py)."""
     return root_bonus(lambda model: memory_bonus(model.actions(()), model.templates(()), retrieved, weight=weight,
-                                                 here=here))
+                                                 here=here, similar_share=similar_share))
 
 
 def llm_priors(rule: str, weight: float) -> Advice:
