@@ -22,7 +22,6 @@ INDEXED_FIELDS: dict[str, models.PayloadSchemaType] = {
     "action": models.PayloadSchemaType.KEYWORD,
     "episode_id": models.PayloadSchemaType.KEYWORD,
     "session_id": models.PayloadSchemaType.KEYWORD,
-    "seed": models.PayloadSchemaType.INTEGER,  # a task's own memories (with env_spec)
     "reward_unit": models.PayloadSchemaType.FLOAT,
     "time_unix_ms": models.PayloadSchemaType.INTEGER,  # stats' oldest and newest (order_by needs an index)
 }
@@ -61,15 +60,6 @@ def filter_conditions(flt: memory_pb2.MemoryFilter) -> list[models.Condition]:
         raise InvalidInput(f"filter.outcomes holds values that are no Outcome: {bad}")
     fields = {name: getattr(flt, name) for name in ("env_spec", "env_family", "episode_id", "template", "session_id")}
     return field_conditions(fields, tuple(OUTCOMES[o] for o in flt.outcomes))
-
-
-def own_filter(retrieval: Retrieval) -> models.Filter | None:
-    """This task's own experiences of this very state (`Retrieval.seed`): the same env_spec, seed, goal and state."""
-    if retrieval.seed is None:
-        return None
-    return models.Filter(must=[
-        matches("env_spec", retrieval.env_spec), matches("goal", retrieval.goal), matches("state", retrieval.state),
-        models.FieldCondition(key="seed", match=models.MatchValue(value=retrieval.seed))])
 
 
 def recall_filter(retrieval: Retrieval) -> models.Filter | None:

@@ -46,7 +46,6 @@ from evoskill.memory.query import (
     INDEXED_FIELDS,
     matches,
     matches_any,
-    own_filter,
     prefetch,
     rescore,
 )
@@ -244,42 +243,37 @@ class ExperienceStore:
 
     def retrieve(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
         """One query: recall `candidates` by vector under the filters, re-score by the formula; then MMR
-        among all the scored candidates when diversity is asked for, else the best `limit` of them."""
+        among all the scored candidates when diversity is asked for, else the best `limit` of them. With
+        `Retrieval.seed`, this task's own experiences of this very state among the candidates (identical text:
+        the first stage's nearest) come first, flagged `own`, at most `limit`: the formula may rank a lost
+        attempt here below the won steps of similar states."""
         (vector,) = self._embed([query_text(retrieval.goal, retrieval.state)])
         diversity = retrieval.weights.diversity
+        here = retrieval.situation
         with self._lock:
             hits = self.client.query_points(
-                self.collection, prefetch=prefetch(retrieval, vector.tolist(), self.vector),
-                query=rescore(retrieval), limit=retrieval.candidates if diversity else retrieval.limit,
+                self.collection, prefetch=prefetch(retrieval, vector.tolist(), self.vector), query=rescore(retrieval),
+                limit=retrieval.candidates if diversity or here else retrieval.limit,
                 with_payload=True, with_vectors=[self.vector],
             ).points
+        units = [from_payload(hit.payload or {}) for hit in hits]
+        own = [i for i, unit in enumerate(units) if here is not None and here.holds(unit)][:retrieval.limit]
+        ranked = [i for i in range(len(hits)) if i not in set(own)]
         results = []
         if hits:
             vectors = np.array([hit.vector[self.vector] for hit in hits if isinstance(hit.vector, dict)])
             scores = np.array([hit.score for hit in hits])
             similarities = cosines(vector, vectors)
-            results = [
-                memory_pb2.ScoredExperience(experience=from_payload(hits[i].payload or {}), score=float(scores[i]),
-                                            similarity=float(similarities[i]))
-                for i in mmr(scores, vectors, diversity, retrieval.limit)
+            results = [memory_pb2.ScoredExperience(experience=units[i], score=float(scores[i]),
+                                                   similarity=float(similarities[i]), own=True) for i in own]
+            results += [
+                memory_pb2.ScoredExperience(experience=units[ranked[j]], score=float(scores[ranked[j]]),
+                                            similarity=float(similarities[ranked[j]]))
+                for j in mmr(scores[ranked], vectors[ranked], diversity, retrieval.limit)
             ]
-        if retrieval.cold_fill and len(results) < retrieval.limit:
-            results += self._retrieve_cold(retrieval, vector, retrieval.limit - len(results))
-        own = self._own(retrieval)
-        ids = {o.experience.id for o in own}
-        return own + [r for r in results if r.experience.id not in ids]
-
-    def _own(self, retrieval: Retrieval) -> list[memory_pb2.ScoredExperience]:
-        """This task's own experiences of this very state (`Retrieval.seed`), at most `limit`: a
-        vector ranking may leave them out (a lost attempt here ranks below won steps of similar states)."""
-        where = own_filter(retrieval)
-        if where is None:
-            return []
-        with self._lock:
-            points, _ = self.client.scroll(self.collection, scroll_filter=where, limit=retrieval.limit,
-                                           with_payload=True, with_vectors=False)
-        return [memory_pb2.ScoredExperience(experience=from_payload(p.payload or {}), similarity=1.0, own=True)
-                for p in points]
+        if retrieval.cold_fill and len(results) - len(own) < retrieval.limit:
+            results += self._retrieve_cold(retrieval, vector, retrieval.limit - len(results) + len(own))
+        return results
 
     def _retrieve_cold(self, retrieval: Retrieval, vector: np.ndarray, limit: int) -> list[memory_pb2.ScoredExperience]:
         """The best `limit` cold summaries by the same query (their payloads carry the same keys), score order."""

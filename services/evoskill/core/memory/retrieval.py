@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoskill.core.errors import InvalidInput
+from evoskill.core.memory.fusion import Situation
 
 
 class Weights(BaseModel):
@@ -84,6 +85,11 @@ class Retrieval:
             raise InvalidInput(f"limit and recall must be >= 1, got {self.limit} and {self.recall}")
         if self.seed is not None and not self.env_spec:
             raise InvalidInput("seed names a task only with env_spec: set env_spec too")
+
+    @property
+    def situation(self) -> Situation | None:
+        """The task and state whose own memories come first (`seed` set), else None."""
+        return None if self.seed is None else Situation(self.env_spec, self.seed, self.goal, self.state)
 
     @property
     def candidates(self) -> int:
