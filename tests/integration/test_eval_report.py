@@ -57,6 +57,13 @@ async def test_an_eval_report_says_what_ran_and_each_row_leads_to_its_trace(
     assert f"trace {first['trace_id']}" in stdout and "planner.episode" in stdout
 
 
+def ctrl_c_reaches_it() -> None:
+    """In the child before exec: SIGINT's default disposition, as a terminal's foreground command has. A test run
+    in a background job (`make test &`) ignores SIGINT, the child inherits that, and Python keeps an inherited
+    SIG_IGN, so the Ctrl-C below would go unheard."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_an_interrupted_eval_keeps_the_episodes_already_played(
         services: Settings, spans, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data, secrets = without_secrets(services)
@@ -68,7 +75,7 @@ async def test_an_interrupted_eval_keeps_the_episodes_already_played(
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "evoskill", "eval", "--env", "twx:coin", "--agent", "random", "--episodes", "500",
         "--max-steps", "2", "--json", str(out), env=env, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        stderr=asyncio.subprocess.PIPE, preexec_fn=ctrl_c_reaches_it)
     # Two episodes ended in the planner: one at least is in the command's hands (it plays one at a time).
     for _ in range(1200):
         if sum(s.name == "planner.episode" for s in spans.get_finished_spans()) >= 2 or process.returncode is not None:
