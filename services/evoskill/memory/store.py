@@ -41,14 +41,7 @@ from evoskill.core.memory.tiers import (
     to_cold_payload,
 )
 from evoskill.learner.registry import feature_cache_dir
-from evoskill.memory.query import (
-    COLD_INDEXED_FIELDS,
-    INDEXED_FIELDS,
-    matches,
-    matches_any,
-    prefetch,
-    rescore,
-)
+from evoskill.memory.query import COLD_INDEXED_FIELDS, INDEXED_FIELDS, matches, matches_any, prefetch, rescore
 from evoskill.memory.v1 import memory_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import Settings
@@ -258,7 +251,8 @@ class ExperienceStore:
             ).points
         units = [from_payload(hit.payload or {}) for hit in hits]
         own = [i for i, unit in enumerate(units) if here is not None and here.holds(unit)][:retrieval.limit]
-        ranked = [i for i in range(len(hits)) if i not in set(own)]
+        mine = set(own)
+        ranked = [i for i in range(len(hits)) if i not in mine]
         results = []
         if hits:
             vectors = np.array([hit.vector[self.vector] for hit in hits if isinstance(hit.vector, dict)])
