@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evoskill.core.memory.fusion import Situation, memory_bonus, memory_value, tips_from_memories
+from evoskill.core.memory.fusion import memory_bonus, memory_value, tips_from_memories
+from evoskill.core.memory.retrieval import Situation
 from evoskill.memory.v1 import memory_pb2
 
 WON, LOST = memory_pb2.OUTCOME_WON, memory_pb2.OUTCOME_LOST
@@ -102,7 +103,20 @@ def here_memory(action: str, *, seed: int = 7, state: str = HERE.state, outcome:
                 similarity: float = 1.0) -> memory_pb2.ScoredExperience:
     experience = memory_pb2.Experience(action=action, env_spec=HERE.env_spec, seed=seed, goal=HERE.goal, state=state,
                                        outcome=outcome, success=outcome == WON)
-    return memory_pb2.ScoredExperience(experience=experience, similarity=similarity, score=similarity)
+    # flagged as the memory service flags them (memory/store.py): taken in HERE
+    return memory_pb2.ScoredExperience(experience=experience, similarity=similarity, score=similarity,
+                                       own=HERE.holds(experience))
+
+
+def test_a_situation_holds_the_experiences_of_its_task_goal_and_state_only() -> None:
+    assert HERE.holds(here_memory("x").experience)
+    assert not HERE.holds(here_memory("x", seed=8).experience)
+    assert not HERE.holds(here_memory("x", state="A hall.").experience)
+    pending = memory_pb2.Experience(env_spec=HERE.env_spec, goal=HERE.goal, state=HERE.state)  # no seed yet
+    assert not HERE.holds(pending)
+    other_family = here_memory("x").experience
+    other_family.env_spec = "twx:cookingworld"
+    assert not HERE.holds(other_family)
 
 
 def test_this_situations_own_memory_outweighs_many_similar_ones() -> None:
@@ -110,7 +124,7 @@ def test_this_situations_own_memory_outweighs_many_similar_ones() -> None:
     memories = [here_memory("open door"), *similar]
     pooled = memory_bonus(ACTIONS, TEMPLATES, memories)
     assert pooled[1] >= pooled[2]  # one pool of cosine votes: the dozen similar rooms win (or tie at the clip)
-    bonus = memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE, similar_share=0.3)
+    bonus = memory_bonus(ACTIONS, TEMPLATES, memories, similar_share=0.3)
     assert int(np.argmax(bonus)) == 2
     assert bonus.tolist() == pytest.approx([0.0, 0.3, 1.0])
 
@@ -119,8 +133,8 @@ def test_similar_memories_count_at_the_share_with_or_without_own_ones() -> None:
     memories = [here_memory("move north", seed=8, similarity=0.9), here_memory("open door", state="A hall.",
                                                                                 similarity=0.8)]
     pooled = memory_bonus(ACTIONS, TEMPLATES, memories)
-    assert memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE).tolist() == pytest.approx(pooled.tolist())
-    assert memory_bonus(ACTIONS, TEMPLATES, memories, here=HERE, similar_share=0.3).tolist() == pytest.approx(
+    assert memory_bonus(ACTIONS, TEMPLATES, memories).tolist() == pytest.approx(pooled.tolist())
+    assert memory_bonus(ACTIONS, TEMPLATES, memories, similar_share=0.3).tolist() == pytest.approx(
         (0.3 * pooled).tolist())
 
 
@@ -131,7 +145,7 @@ def test_the_memory_service_flag_marks_an_own_memory() -> None:
 
 
 def test_an_own_failure_counts_against_its_action_in_full() -> None:
-    bonus = memory_bonus(ACTIONS, TEMPLATES, [here_memory("take coin", outcome=LOST, similarity=0.6)], here=HERE)
+    bonus = memory_bonus(ACTIONS, TEMPLATES, [here_memory("take coin", outcome=LOST, similarity=0.6)])
     assert bonus[0] == pytest.approx(-0.5) and bonus[1] == bonus[2] == 0.0  # its value, not 0.6 of it
 
 
@@ -140,5 +154,5 @@ def test_an_own_failure_counts_against_its_action_in_full() -> None:
        st.floats(0, 5), st.floats(0, 1))
 def test_the_bonus_with_own_memories_is_bounded(memories, weight: float, share: float) -> None:  # type: ignore[no-untyped-def]
     fused = [here_memory(a, seed=seed, outcome=outcome, similarity=sim) for a, seed, outcome, sim in memories]
-    bonus = memory_bonus(ACTIONS, TEMPLATES, fused, weight=weight, here=HERE, similar_share=share)
+    bonus = memory_bonus(ACTIONS, TEMPLATES, fused, weight=weight, similar_share=share)
     assert np.all(np.abs(bonus) <= weight * (1 + share) + 1e-9)

@@ -116,7 +116,8 @@ class OneOwnAttempt:
         def won(action: str, seed: int, similarity: float) -> memory_pb2.ScoredExperience:
             experience = memory_pb2.Experience(action=action, env_spec=request.env_spec, seed=seed, goal=request.goal,
                                                state=request.state, outcome=memory_pb2.OUTCOME_WON, success=True)
-            return memory_pb2.ScoredExperience(experience=experience, similarity=similarity)
+            own = request.HasField("seed") and request.seed == seed  # as the memory service flags them
+            return memory_pb2.ScoredExperience(experience=experience, similarity=similarity, own=own)
 
         return memory_pb2.RetrieveReply(results=[won("move east", self.seed, 1.0),
                                                  *(won("move west", s, 0.95) for s in range(100, 112))])

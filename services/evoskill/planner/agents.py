@@ -24,7 +24,7 @@ import numpy as np
 from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step, listed_forms
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.exploration import CURIOSITY, NOVELTY, UNCERTAIN, novelty_bonus
-from evoskill.core.memory.fusion import Situation, tips_from_memories
+from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, novelty, revisits, theta, visit_counts
@@ -99,11 +99,10 @@ class AgentTools:
         return env
 
     def advice(self, retrieved: Sequence[memory_pb2.ScoredExperience], config: SearchConfig,
-               with_llm: bool = True, here: Situation | None = None) -> list[Advice]:
-        """Advice for the priors: retrieved memories at the root (when search.memory_weight > 0), this situation's
-        own (`here`) in full, and the LLM's prior at each node it was asked at (when llm.base_url is set and
-        `with_llm`)."""
-        advice = [memories(retrieved, config.memory_weight, here, config.memory_similar_share)] if retrieved else []
+               with_llm: bool = True) -> list[Advice]:
+        """Advice for the priors: retrieved memories at the root (when search.memory_weight > 0), and the LLM's
+        prior at each node it was asked at (when llm.base_url is set and `with_llm`)."""
+        advice = [memories(retrieved, config.memory_weight, config.memory_similar_share)] if retrieved else []
         if with_llm and self.llm is not None:
             advice.append(llm_priors(self.llm.settings.combine, self.llm.settings.prior_weight))
         return advice
@@ -125,14 +124,6 @@ class AgentTools:
             log.warning("memory retrieval failed, searching without hints: %s", exc.details())
             return []
         return list(reply.results)
-
-
-def situation(env_spec: str, step: Step) -> Situation | None:
-    """The step's situation as memories record it (the task and recall's goal and state); None where the
-    episode's task is not known (a lone `Search`)."""
-    if step.memory.task_seed is None:
-        return None
-    return Situation(env_spec, step.memory.task_seed, *state_text(step.observation))
 
 
 def candidates_target(step: Step) -> events_pb2.SearchTarget:
@@ -218,8 +209,7 @@ class PolicyAgent:
         target = candidates_target(step)
         env = self.tools.candidates(step, target)
         retrieved = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
-        env.advice += [theta(self.policy), *self.tools.advice(retrieved, self.config, with_llm=False,
-                                                                    here=situation(self.env_spec, step))]
+        env.advice += [theta(self.policy), *self.tools.advice(retrieved, self.config, with_llm=False)]
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
         actions = list(env.actions(()))
@@ -267,8 +257,7 @@ class SearchAgent:
                 return None  # nothing listed and nothing the LLM proposed: the episode ends
             if root.num_actions == 0:
                 raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
-            env.advice += self.tools.advice(retrieved, config, with_llm=advisor is not None,
-                                            here=situation(self.env_spec, step))
+            env.advice += self.tools.advice(retrieved, config, with_llm=advisor is not None)
             if self.policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty,
                                            step.memory.times_taken))
@@ -350,7 +339,7 @@ class LlmAgent:
         target = candidates_target(step)
         env = self.tools.candidates(step, target, advisor.proposer(usage))
         log_rejected(env)
-        env.advice += self.tools.advice(retrieved, self.config, here=situation(self.env_spec, step))
+        env.advice += self.tools.advice(retrieved, self.config)
         actions = list(env.actions(()))
         if not actions:
             return None  # nothing listed and nothing the LLM proposed: the episode ends

@@ -7,20 +7,20 @@ mean of tanh(step reward) and the outcome's value (core/memory/experience.py: lo
 so a remembered failure votes against its action and a good step of a nearly won episode still mildly for it.
 A memory whose action differs but whose template (skill) matches votes with `template_share` of that.
 
-Memories of this very situation (`Situation`: the same task, i.e. environment spec and seed, in the same goal
-and state; or flagged `own` by the memory service) are the agent's own earlier attempts here, and vote by their
-value alone; the memories of merely similar states (other tasks of the family, other states) vote by similarity
-× value, at `similar_share` of the own ones (`search.memory_similar_share`; 1 = every memory alike). Each group's
-votes are summed per action and clipped to [-1, 1], then added: own + similar_share × similar, scaled by
-`weight`. (Measured on repeated CoinCollector games: with one pool of cosine votes, the one memory of this state
-was outvoted by a dozen similar rooms of other games; docs/results.md, "Memory-augmented search".)
+Memories of this very situation (the same task, i.e. environment spec and seed, in the same goal and state,
+which the memory service flags `own`: core/memory/retrieval.Situation) are the agent's own earlier attempts here,
+and vote by their value alone; the memories of merely similar states (other tasks of the family, other states)
+vote by similarity × value, at `similar_share` of the own ones (`search.memory_similar_share`; 1 = every memory
+alike). Each group's votes are summed per action and clipped to [-1, 1], then added: own + similar_share ×
+similar, scaled by `weight`. (Measured on repeated CoinCollector games: with one pool of cosine votes, the one
+memory of this state was outvoted by a dozen similar rooms of other games; docs/results.md, "Memory-augmented
+search".)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,22 +46,6 @@ def memory_value(experience: memory_pb2.Experience) -> float:
     return step
 
 
-@dataclass(frozen=True)
-class Situation:
-    """Where a hint is asked for: the task (environment spec and seed) and the state as memories store it
-    (core/state_text.state_text's goal and state)."""
-
-    env_spec: str
-    seed: int
-    goal: str
-    state: str
-
-    def holds(self, experience: memory_pb2.Experience) -> bool:
-        """`experience` was taken here: this task, this goal, this state."""
-        return (experience.env_spec == self.env_spec and experience.HasField("seed") and experience.seed == self.seed
-                and experience.goal == self.goal and experience.state == self.state)
-
-
 def memory_bonus(
     actions: Sequence[str],
     templates: Sequence[str],
@@ -69,11 +53,10 @@ def memory_bonus(
     *,
     weight: float = 1.0,
     template_share: float = 0.3,
-    here: Situation | None = None,
     similar_share: float = 1.0,
 ) -> np.ndarray:
     """A logit bonus per candidate action (aligned with `actions`), from experiences retrieved for this state;
-    `here`, where known, tells this situation's own memories from similar ones (see the module docstring)."""
+    the memory service flags this situation's own memories (`ScoredExperience.own`; see the module docstring)."""
     if len(templates) != len(actions):
         raise ValueError(f"{len(actions)} actions but {len(templates)} templates")
     own, similar = np.zeros(len(actions), dtype=np.float64), np.zeros(len(actions), dtype=np.float64)
@@ -84,7 +67,7 @@ def memory_bonus(
             by_template.setdefault(template, []).append(i)
     for scored in memories:
         experience = scored.experience
-        mine = scored.own or (here is not None and here.holds(experience))
+        mine = scored.own
         votes = own if mine else similar
         # dissimilar states say nothing about this one; this state's own memory is this state
         vote = (1.0 if mine else max(scored.similarity, 0.0)) * memory_value(experience)

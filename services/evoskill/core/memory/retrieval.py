@@ -20,7 +20,23 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoskill.core.errors import InvalidInput
-from evoskill.core.memory.fusion import Situation
+from evoskill.memory.v1 import memory_pb2
+
+
+@dataclass(frozen=True)
+class Situation:
+    """Where a hint is asked for: the task (environment spec and seed) and the state as memories store it
+    (core/state_text.state_text's goal and state)."""
+
+    env_spec: str
+    seed: int
+    goal: str
+    state: str
+
+    def holds(self, experience: memory_pb2.Experience) -> bool:
+        """`experience` was taken here: this task, this goal, this state."""
+        return (experience.env_spec == self.env_spec and experience.HasField("seed") and experience.seed == self.seed
+                and experience.goal == self.goal and experience.state == self.state)
 
 
 class Weights(BaseModel):

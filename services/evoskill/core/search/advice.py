@@ -17,7 +17,7 @@ import numpy as np
 
 from evoskill.core.exploration import novelty_bonus
 from evoskill.core.llm.priors import combine, llm_prior
-from evoskill.core.memory.fusion import Situation, memory_bonus
+from evoskill.core.memory.fusion import memory_bonus
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import state_text
 from evoskill.memory.v1 import memory_pb2
@@ -59,12 +59,11 @@ def root_bonus(bonus_at: Callable[[SearchModel], np.ndarray]) -> Advice:
     return advise
 
 
-def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float, here: Situation | None = None,
-             similar_share: float = 1.0) -> Advice:
-    """Experiences retrieved for the root's state vote for its candidates, this situation's own (`here`) in full
-    and the others at `similar_share` (core/memory/fusion.py)."""
+def memories(retrieved: Sequence[memory_pb2.ScoredExperience], weight: float, similar_share: float = 1.0) -> Advice:
+    """Experiences retrieved for the root's state vote for its candidates, this situation's own in full and the
+    others at `similar_share` (core/memory/fusion.py)."""
     return root_bonus(lambda model: memory_bonus(model.actions(()), model.templates(()), retrieved, weight=weight,
-                                                 here=here, similar_share=similar_share))
+                                                 similar_share=similar_share))
 
 
 def llm_priors(rule: str, weight: float) -> Advice:
