@@ -3,6 +3,7 @@ visit to where a candidate leads costs it `policy_revisit_penalty` of logit."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -83,7 +84,7 @@ class FailuresOfWalking:
     def __init__(self) -> None:
         self.requests: list[memory_pb2.RetrieveRequest] = []
 
-    def Retrieve(self, request: memory_pb2.RetrieveRequest) -> memory_pb2.RetrieveReply:
+    def Retrieve(self, request: memory_pb2.RetrieveRequest, timeout: float | None = None) -> memory_pb2.RetrieveReply:
         self.requests.append(request)
         lost = [memory_pb2.Experience(action=a, reward=-1.0, outcome=memory_pb2.OUTCOME_LOST)
                 for a in ("move west", "move east")]
@@ -112,7 +113,7 @@ class OneOwnAttempt:
     def __init__(self, seed: int) -> None:
         self.seed = seed
 
-    def Retrieve(self, request: memory_pb2.RetrieveRequest) -> memory_pb2.RetrieveReply:
+    def Retrieve(self, request: memory_pb2.RetrieveRequest, timeout: float | None = None) -> memory_pb2.RetrieveReply:
         def won(action: str, seed: int, similarity: float) -> memory_pb2.ScoredExperience:
             experience = memory_pb2.Experience(action=action, env_spec=request.env_spec, seed=seed, goal=request.goal,
                                                state=request.state, outcome=memory_pb2.OUTCOME_WON, success=True)
@@ -130,3 +131,36 @@ def test_the_games_own_memory_of_this_state_outweighs_similar_rooms(remembered_i
     config = planner_pb2.SearchConfig(agent="policy", memory_weight=1.0)
     request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=1, config=config)
     assert [u.action for u in player.play(request) if u.action] == [first]
+
+
+class Overlapping(HostSandbox):
+    """The host sandbox and a memory that each answer only while the other is busy: the step's children are
+    stepped only once a retrieval has started, and the retrieval answers only once they are being stepped.
+    Done one after the other (in either order), the first to be called times out."""
+
+    def __init__(self) -> None:
+        self.simulating, self.retrieving, self.served = threading.Event(), threading.Event(), 0
+
+    def Simulate(self, request: Any) -> sandbox_pb2.SimulateReply:
+        self.simulating.set()
+        if not self.retrieving.wait(timeout=2.0):
+            raise TimeoutError("the children were stepped before the retrieval started")
+        return super().Simulate(request)
+
+    def Retrieve(self, request: memory_pb2.RetrieveRequest, timeout: float | None = None) -> memory_pb2.RetrieveReply:
+        self.retrieving.set()
+        if not self.simulating.wait(timeout=2.0):
+            raise TimeoutError("the children were not stepped while the retrieval ran")
+        self.served += 1
+        return memory_pb2.RetrieveReply()
+
+
+@pytest.mark.parametrize("agent", ["policy", "policy+mcts"])
+def test_retrieval_runs_while_the_steps_children_are_stepped(agent: str) -> None:
+    both = Overlapping()
+    player = EpisodePlayer(both, SimpleNamespace(Score=lambda r: SimpleNamespace(total=0.0)), SearchConfig(),
+                           Scorer(RewardSettings()), east_and_west, memory=both)
+    config = planner_pb2.SearchConfig(agent=agent, memory_weight=1.0, num_simulations=2)
+    request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=1, config=config)
+    assert [u.action for u in player.play(request) if u.action]
+    assert both.served == 1

@@ -8,6 +8,7 @@ leaves it alone; retrieved memories advise θ and search, and where llm.base_url
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import random
 import sys
@@ -15,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,12 @@ from evoskill.sandbox.v1 import sandbox_pb2
 
 log = logging.getLogger(__name__)
 
+Recalled = Callable[[], list[memory_pb2.ScoredExperience]]  # waits for a retrieval started earlier
+# Retrievals run beside the step's own work (the root's children stepped in the sandbox), on their own threads:
+# the memory service's embedding and query overlap the environment's time instead of adding to it.
+_RETRIEVALS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memory-recall")
+RETRIEVE_TIMEOUT_S = 10.0  # memory is advice: a retrieval slower than this costs the step its hints
+
 
 @dataclass
 class AgentTools:
@@ -70,11 +78,12 @@ class AgentTools:
                            [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set,
                            propose=propose, dynamics=dynamics)
 
-    def llm_advisor(self, step: Step, retrieved: Sequence[memory_pb2.ScoredExperience]) -> LlmAdvisor | None:
-        """The LLM for one step, the memories retrieved for it as tips; None where no LLM is configured."""
+    def llm_advisor(self, step: Step, recalled: Recalled) -> LlmAdvisor | None:
+        """The LLM for one step, the memories retrieved for it as tips (waited for: they are in its prompts);
+        None where no LLM is configured."""
         if self.llm is None:
             return None
-        return LlmAdvisor(self.llm, tips_from_memories(retrieved, self.llm.settings.max_tips), step.memory.taken)
+        return LlmAdvisor(self.llm, tips_from_memories(recalled(), self.llm.settings.max_tips), step.memory.taken)
 
     def candidates(self, step: Step, target: events_pb2.SearchTarget,
                    propose: ProposeFn | None = None) -> SearchModel:
@@ -107,19 +116,22 @@ class AgentTools:
             advice.append(llm_priors(self.llm.settings.combine, self.llm.settings.prior_weight))
         return advice
 
-    def recall(self, env_spec: str, observation: Any, config: SearchConfig,
-               memory: EpisodeMemory) -> list[memory_pb2.ScoredExperience]:
+    def recall(self, env_spec: str, observation: Any, config: SearchConfig, memory: EpisodeMemory) -> Recalled:
         """Experiences of similar states, when memory guides the search, scored for novelty against what
-        this episode has done; memory is advice, so a failed retrieval costs the step its hints, not the
-        episode."""
+        this episode has done: the retrieval starts now, in the background (in the step's trace), and the
+        function returned waits for it; memory is advice, so a failed retrieval costs the step its hints,
+        not the episode."""
         if self.memory is None or config.memory_weight <= 0:
-            return []
+            return list
         goal, state = state_text(observation)
         request = memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec, limit=config.memory_limit,
                                              profile=config.memory_profile, taken_actions=memory.taken,
                                              seed=memory.task_seed)  # this task's own memories of here first
+        return _RETRIEVALS.submit(contextvars.copy_context().run, self._retrieve, request).result
+
+    def _retrieve(self, request: memory_pb2.RetrieveRequest) -> list[memory_pb2.ScoredExperience]:
         try:
-            reply = self.memory.Retrieve(request)
+            reply = self.memory.Retrieve(request, timeout=RETRIEVE_TIMEOUT_S)
         except grpc.RpcError as exc:
             log.warning("memory retrieval failed, searching without hints: %s", exc.details())
             return []
@@ -206,10 +218,10 @@ class PolicyAgent:
     config: SearchConfig
 
     def act(self, step: Step) -> Decision:
+        recalled = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
         target = candidates_target(step)
         env = self.tools.candidates(step, target)
-        retrieved = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
-        env.advice += [theta(self.policy), *self.tools.advice(retrieved, self.config, with_llm=False)]
+        env.advice += [theta(self.policy), *self.tools.advice(recalled(), self.config, with_llm=False)]
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
         actions = list(env.actions(()))
@@ -242,8 +254,8 @@ class SearchAgent:
 
     def act(self, step: Step) -> Decision | None:
         config = resolve_config(self.request, self.tools.settings, step.seed)
-        retrieved = self.tools.recall(self.env_spec, step.observation, config, step.memory)
-        advisor = self.tools.llm_advisor(step, retrieved) if self.with_llm else None
+        recalled = self.tools.recall(self.env_spec, step.observation, config, step.memory)
+        advisor = self.tools.llm_advisor(step, recalled) if self.with_llm else None
         usage = Usage()
         propose = advisor.proposer(usage) if advisor is not None else None
         env = self.tools.model(step, config, self.policy, propose)
@@ -257,7 +269,7 @@ class SearchAgent:
                 return None  # nothing listed and nothing the LLM proposed: the episode ends
             if root.num_actions == 0:
                 raise FailedPrecondition(f"session {step.session_id} has no valid action (episode over?)")
-            env.advice += self.tools.advice(retrieved, config, with_llm=advisor is not None)
+            env.advice += self.tools.advice(recalled(), config, with_llm=advisor is not None)  # root stepped meanwhile
             if self.policy is not None and config.policy_revisit_penalty:
                 env.advice.append(revisits(step.memory.visited.__getitem__, config.policy_revisit_penalty,
                                            step.memory.times_taken))
@@ -331,15 +343,15 @@ class LlmAgent:
     config: SearchConfig
 
     def act(self, step: Step) -> Decision | None:
-        retrieved = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
-        advisor = self.tools.llm_advisor(step, retrieved)
+        recalled = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
+        advisor = self.tools.llm_advisor(step, recalled)
         if advisor is None:
             raise FailedPrecondition("agent 'llm' needs an LLM, and llm.base_url is not set")
         usage = Usage()
         target = candidates_target(step)
         env = self.tools.candidates(step, target, advisor.proposer(usage))
         log_rejected(env)
-        env.advice += self.tools.advice(retrieved, self.config)
+        env.advice += self.tools.advice(recalled(), self.config)
         actions = list(env.actions(()))
         if not actions:
             return None  # nothing listed and nothing the LLM proposed: the episode ends
