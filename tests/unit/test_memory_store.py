@@ -96,6 +96,22 @@ def test_payload_filters_recall_by_environment_family_skill_and_outcome(store: E
     assert find(store, env_family="tw:nothing") == []
 
 
+def test_the_spec_filter_is_left_out_only_while_every_point_holds_the_spec(tmp_path: Path) -> None:
+    """Local mode checks a filter point by point: where every stored point has the asked spec, the store leaves
+    the filter out (same results); a point of another spec, stored now or found at reopening, brings it back."""
+    store = open_store(tmp_path, featurizer="hash")
+    store.store([kitchen("move east", "a"), kitchen("take coin", "b")])
+    assert sorted(find(store, env_spec="twx:coin")) == ["move east", "take coin"]
+    assert find(store, env_spec="twx:cookingworld") == []
+    store.store([Experience(goal=GOAL, state=KITCHEN, action="look", episode_id="c", env_spec="twx:cookingworld")])
+    assert sorted(find(store, env_spec="twx:coin")) == ["move east", "take coin"]
+    store.close()
+    reopened = open_store(tmp_path, featurizer="hash")
+    assert find(reopened, env_spec="twx:cookingworld") == ["look"]
+    assert sorted(find(reopened, env_spec="twx:coin")) == ["move east", "take coin"]
+    reopened.close()
+
+
 def test_alternatives_are_other_actions_with_an_acceptable_outcome(store: ExperienceStore) -> None:
     store.store([kitchen("move east", "a", reward=1.0, outcome=WON), kitchen("move north", "b", reward=0.5),
                  kitchen("move west", "c", reward=1.0, outcome=LOST), kitchen("move south", "d", reward=-0.5),

@@ -62,12 +62,13 @@ def filter_conditions(flt: memory_pb2.MemoryFilter) -> list[models.Condition]:
     return field_conditions(fields, tuple(OUTCOMES[o] for o in flt.outcomes))
 
 
-def recall_filter(retrieval: Retrieval) -> models.Filter | None:
-    """The first stage's payload filter: environment, family, skill, outcome; and for alternatives (seed 004
-    §2.2: similar situation, different action, acceptable outcome) none of the session's actions, not lost,
-    a reward >= 0."""
-    must = field_conditions({"env_spec": retrieval.env_spec, "env_family": retrieval.env_family,
-                             "template": retrieval.template}, retrieval.outcomes)
+def recall_filter(retrieval: Retrieval, spec_filtered: bool = True) -> models.Filter | None:
+    """The first stage's payload filter: environment (unless every point is known to hold the one asked for:
+    `spec_filtered` False), family, skill, outcome; and for alternatives (seed 004 §2.2: similar situation,
+    different action, acceptable outcome) none of the session's actions, not lost, a reward >= 0."""
+    must = field_conditions({"env_spec": retrieval.env_spec if spec_filtered else "",
+                             "env_family": retrieval.env_family, "template": retrieval.template},
+                            retrieval.outcomes)
     must_not: list[models.Condition] = []
     if retrieval.alternatives:
         taken = sorted(set(retrieval.taken_actions))
@@ -100,5 +101,6 @@ def rescore(retrieval: Retrieval) -> models.FormulaQuery:
     return models.FormulaQuery(formula=models.SumExpression(sum=terms), defaults=FORMULA_DEFAULTS)
 
 
-def prefetch(retrieval: Retrieval, vector: list[float], using: str) -> models.Prefetch:
-    return models.Prefetch(query=vector, using=using, filter=recall_filter(retrieval), limit=retrieval.candidates)
+def prefetch(retrieval: Retrieval, vector: list[float], using: str, spec_filtered: bool = True) -> models.Prefetch:
+    return models.Prefetch(query=vector, using=using, filter=recall_filter(retrieval, spec_filtered),
+                           limit=retrieval.candidates)

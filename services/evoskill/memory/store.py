@@ -126,6 +126,10 @@ class ExperienceStore:
         self._compacting = threading.Lock()  # one compaction at a time
         self._ensure_collection(self.collection, INDEXED_FIELDS)
         self._ensure_collection(self.cold, COLD_INDEXED_FIELDS)
+        # Every environment spec the hot collection may hold (a superset: deletions do not shrink it). Where it
+        # is one spec, a filter on it passes every point, and local mode, which checks a filter point by point
+        # in Python, is spared it (a server's payload index makes it a lookup; it keeps the filter).
+        self._specs = set() if indexed else self._stored_specs()
         with self._lock:
             for batch, keys in self._unfinished().items():
                 self._move(batch, keys, recorded=True)
@@ -158,6 +162,11 @@ class ExperienceStore:
             if field not in existing:
                 self.client.create_payload_index(name, field, schema)
 
+    def _stored_specs(self) -> set[str]:
+        count = self.client.count(self.collection, exact=True).count
+        hits = self.client.facet(self.collection, "env_spec", limit=max(count, 1), exact=True).hits if count else []
+        return {str(hit.value) for hit in hits}
+
     def _empty_and_unnamed(self, name: str) -> bool:
         info = self.client.get_collection(name)
         return not isinstance(info.config.params.vectors, dict) and not info.points_count
@@ -170,6 +179,8 @@ class ExperienceStore:
 
     def _points(self, experiences: Sequence[memory_pb2.Experience]) -> list[models.PointStruct]:
         vectors = self._embed([query_text(e.goal, e.state) for e in experiences])
+        if not self.indexed:
+            self._specs.update(e.env_spec for e in experiences)
         now_ms = int(time.time() * 1000)
         points = []
         for experience, vector in zip(experiences, vectors, strict=True):
@@ -244,8 +255,10 @@ class ExperienceStore:
         diversity = retrieval.weights.diversity
         here = retrieval.situation
         with self._lock:
+            every_point = not self.indexed and self._specs == {retrieval.env_spec}
             hits = self.client.query_points(
-                self.collection, prefetch=prefetch(retrieval, vector.tolist(), self.vector), query=rescore(retrieval),
+                self.collection, query=rescore(retrieval),
+                prefetch=prefetch(retrieval, vector.tolist(), self.vector, spec_filtered=not every_point),
                 limit=retrieval.candidates if diversity or here else retrieval.limit,
                 with_payload=True, with_vectors=[self.vector],
             ).points
