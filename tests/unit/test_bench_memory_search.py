@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from evoskill.bench.memory_search import Games, summary
+from evoskill.bench.memory_search import Games, check_library, summary
 from evoskill.bench.outer_loop import EvalArgs
 from evoskill.core.agent import AgentKind
 
@@ -47,3 +49,16 @@ def test_the_summary_sets_memory_on_against_off() -> None:
     assert result["ratios"]["env_steps_on_over_off"] == pytest.approx(0.5)
     assert result["differences"]["success_on_minus_off"] == pytest.approx(0.25)
     assert result["seeds"] == [0, 1] and result["agent"] == "mcts"
+
+
+@pytest.mark.parametrize(("agent", "library", "problem"), [
+    (AgentKind.POLICY_MCTS, None, "needs --library"), (AgentKind.POLICY, None, "needs --library"),
+    (AgentKind.MCTS, "lib.jsonl", "plays no θ"), (AgentKind.MCTS, None, ""), (AgentKind.POLICY_MCTS, "lib.jsonl", ""),
+])
+def test_theta_is_cloned_from_a_library_for_the_agents_that_play_it_only(agent: AgentKind, library: str | None,
+                                                                           problem: str) -> None:
+    if problem:
+        with pytest.raises(ValueError, match=problem):
+            check_library(agent, Path(library) if library else None)
+    else:
+        check_library(agent, Path(library) if library else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -237,6 +238,24 @@ def test_generation_failure_is_a_spec_error(cache: Path) -> None:
         with pytest.raises(EnvSpecError, match=r"level to be within \[1-300\]"):
             env.reset(seed=0)
         assert not list((cache / "tw-coin_collector").glob("level_301*"))
+    finally:
+        env.close()
+
+
+def test_a_seed_whose_map_has_no_room_for_the_quest_plays_the_next_shifted_seed(cache: Path) -> None:
+    # tw-make at treasure_hunter level 10, seed 8: "Current map configuration doesn't permit quest of length: 5".
+    env = make_env("tw:tw-treasure_hunter?level=10", cache_dir=cache)
+    try:
+        env.reset(seed=8, fold="train")
+        games = cache / "tw-treasure_hunter"
+        (no_quest,) = games.glob("*/seed-8.no-quest")
+        assert "QuestGenerationError" in no_quest.read_text()
+        played = TextWorldAdapter.game_seed(8, "train", 1)
+        assert 0 <= played < 1_000_000 and played != 8  # the train fold's range
+        assert json.loads((no_quest.parent / f"seed-{played}" / "key.json").read_text())["seed"] == played
+        assert env.generated == 1
+        env.reset(seed=8, fold="train")  # the marker answers: nothing tried or generated again
+        assert env.generated == 1
     finally:
         env.close()
 

@@ -191,7 +191,8 @@ def memory(
 @bench_app.command("memory-search")
 def memory_search(
     env: str = typer.Option("twx:coin", help="The task family: its games are played one after another."),
-    agent: AgentKind = typer.Option(AgentKind.MCTS, help="Who searches (mcts: uniform priors, no θ)."),
+    agent: AgentKind = typer.Option(AgentKind.MCTS, help="Who searches (mcts: uniform priors, no θ; policy and "
+                                                         "policy+mcts: θ cloned from --library on each stack)."),
     seeds: int = typer.Option(3, min=1, help="Runs per mode; seed s plays games s×episodes onwards."),
     episodes: int = typer.Option(10, min=2, help="Games a round."),
     rounds: int = typer.Option(2, min=1, help="Times each run plays its games (after the first, the same tasks "
@@ -199,21 +200,27 @@ def memory_search(
     simulations: int = typer.Option(8, min=1, help="MCTS simulations per step."),
     max_steps: int = typer.Option(30, min=1),
     set_: list[str] = typer.Option([], "--set", help="A setting for every process, e.g. search.memory_weight=2."),
+    library: Path | None = typer.Option(None, exists=True, dir_okay=False,
+                                        help="Gold paths (`evoskill demos --out`) θ is cloned on, for the agents "
+                                             "that play θ."),
+    gradient_steps: int = typer.Option(1000, min=1, help="Cloning steps on --library."),
     work_dir: Path = typer.Option(Path(".evoskill/bench/memory-search"), help="Stacks, reports and logs."),
     json_path: Path | None = typer.Option(None, "--json", help="Write the summary here."),
 ) -> None:
     """The same games with memory's advice off and on: success and environment steps side by side."""
-    from evoskill.bench.memory_search import run_memory_search_bench
+    from evoskill.bench.memory_search import check_library, run_memory_search_bench
     from evoskill.bench.outer_loop import EvalArgs
     from evoskill.bench.quality import setting_overrides
 
     try:
         overrides = setting_overrides(set_)
+        check_library(agent, library)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     run_memory_search_bench(EvalArgs(env, episodes, max_steps, 1), agent, simulations, list(range(seeds)),
-                            work_dir.resolve(), json_path, overrides, rounds)
+                            work_dir.resolve(), json_path, overrides, rounds,
+                            library.resolve() if library else None, gradient_steps)
 
 
 @bench_app.command("targets")

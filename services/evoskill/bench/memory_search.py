@@ -10,6 +10,10 @@ on each stack, so what it knows when a game starts is what the games before left
 family in the first round, the same task's earlier attempts after it. Printed side by side: success,
 environment steps per game and per won game, the same over the late games (the last round; with one round,
 the second half of the games), and the ratios memory on ÷ off.
+
+With `--library FILE` (gold paths, `evoskill demos`), θ is cloned on each stack first, as `bench quality`
+clones it (`library import`, `library train --steps N --seed seed+1`: deterministic, so both stacks of a seed
+play the same θ), and the agent (`policy` or `policy+mcts`) plays that θ.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.bench.outer_loop import EvalArgs, evaluate, stack
+from evoskill.bench.quality import train_theta
+from evoskill.bench.suites import Budget
 from evoskill.core.agent import AgentKind
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
@@ -60,24 +66,36 @@ def _mean(values: list[Any]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
+def check_library(agent: AgentKind, library: Path | None) -> None:
+    """θ is cloned from a library for the agents that play it, and for them only: ValueError otherwise."""
+    if (library is not None) != agent.uses_policy:
+        raise ValueError(f"--agent {agent} {'needs' if agent.uses_policy else 'plays no θ: drop'} --library")
+
+
 def run_memory_search_bench(args: EvalArgs, agent: AgentKind, simulations: int, seeds: list[int], work_dir: Path,
                             json_path: Path | None, settings: dict[str, str] | None = None,
-                            rounds: int = 1) -> dict[str, Any]:
+                            rounds: int = 1, library: Path | None = None,
+                            gradient_steps: int = 1000) -> dict[str, Any]:
+    check_library(agent, library)
     console = Console() if sys.stdout.isatty() else Console(width=160)
+    cloning = Budget(library_episodes=0, gradient_steps=gradient_steps, test_episodes=args.episodes,
+                     max_steps=args.max_steps, simulations=simulations, wall_time_s=0.0)
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         for mode in MODES:
             folder = work_dir / f"seed-{seed}" / f"memory-{mode}"
             with stack(folder, settings) as env:
-                reports = [evaluate(args, agent, simulations, env, folder / f"eval-round-{r}.json",
+                policy = train_theta(args.env, cloning, seed, library, env, folder)[0] if library else ""
+                reports = [evaluate(args, agent, simulations, env, folder / f"eval-round-{r}.json", policy=policy,
                                     extra=["--memory", mode, "--seed-offset", str(seed * args.episodes)])
                            for r in range(rounds)]
             games = Games.of(*reports)
-            runs.append({"seed": seed, "memory": mode, "games_won": games.won, "games_env_steps": games.env_steps,
-                         "failed_episodes": games.failed, **games.figures()})
+            runs.append({"seed": seed, "memory": mode, "policy_version": policy, "games_won": games.won,
+                         "games_env_steps": games.env_steps, "failed_episodes": games.failed, **games.figures()})
             console.print(f"seed {seed}, memory {mode}: success {runs[-1]['success']:.0%}, "
                           f"{runs[-1]['env_steps']:.0f} env steps a game")
     result = summary(args, agent, simulations, runs, settings or {}, rounds)
+    result["library"] = {"path": str(library), "gradient_steps": gradient_steps} if library else None
     show(console, result)
     if json_path is not None:
         write_report(json_path, result, Settings())

@@ -182,6 +182,15 @@ def _textworld_version() -> str:
     return str(getattr(textworld, "__version__", "unknown"))
 
 
+class NoQuestAtSeed(EnvSpecError):
+    """tw-make's map at this seed has no room for a quest of the asked length (QuestGenerationError)."""
+
+
+# Where tw-make finds no quest at a task's game seed, the task plays the first of these shifts of it (within the
+# fold's range: seed + shift modulo the span) that has one: deterministic, and never another fold's game.
+NO_QUEST_SHIFTS = (499_979, 733_331, 211_283)
+
+
 def game_dir(cache_dir: Path, generator: str, argv: list[str], game_seed: int) -> Path:
     """Where the game for (generator, tw-make options, seed) lives in the cache."""
     key = json.dumps({"generator": generator, "argv": argv, "textworld": _textworld_version()}, sort_keys=True)
@@ -200,9 +209,11 @@ def ensure_game(
     """
     # Absolute: tw-make runs in a temporary working directory, where a relative --output would land elsewhere.
     final = game_dir(cache_dir.resolve(), generator, argv, game_seed)
-    game = final / "game.z8"
+    game, no_quest = final / "game.z8", final.with_name(f"{final.name}.no-quest")
     if game.is_file() and (final / "game.json").is_file():
         return game, False
+    if no_quest.is_file():  # tw-make said so once: it says so every time (seconds a try)
+        raise NoQuestAtSeed(no_quest.read_text())
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by workers
@@ -222,9 +233,12 @@ def ensure_game(
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp, check=False)
         if proc.returncode != 0 or not (tmp / "game.z8").is_file():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-2:]
-            raise EnvSpecError(
-                f"tw-make could not generate tw:{generator} {' '.join(argv)} --seed {game_seed}: " + " | ".join(tail)
-            )
+            options = " ".join(argv)
+            message = f"tw-make could not generate tw:{generator} {options} --seed {game_seed}: {' | '.join(tail)}"
+            if "QuestGenerationError" in (proc.stderr or proc.stdout):
+                no_quest.write_text(message)
+                raise NoQuestAtSeed(message)
+            raise EnvSpecError(message)
         (tmp / "key.json").write_text(
             json.dumps(
                 {"generator": generator, "argv": argv, "seed": game_seed, "textworld": _textworld_version()},
@@ -294,18 +308,26 @@ class TextWorldAdapter(BaseTextEnv):
         tw_make_argv(self._spec)  # fail early on bad options
 
     @staticmethod
-    def game_seed(seed: int, fold: str) -> int:
-        """tw-make's --seed for (seed, fold): each fold its own range of games."""
-        return fold_seed(seed, fold)
+    def game_seed(seed: int, fold: str, attempt: int = 0) -> int:
+        """tw-make's --seed for (seed, fold): each fold its own range of games; `attempt` > 0: the
+        NO_QUEST_SHIFTS fallback, in the same fold's range."""
+        return fold_seed(seed + (NO_QUEST_SHIFTS[attempt - 1] if attempt else 0), fold)
 
     def game_file(self, seed: int, fold: str) -> Path:
-        """The cached game file for (seed, fold), generated if missing."""
+        """The cached game file for (seed, fold), generated if missing; where tw-make has no quest at the
+        seed's game (its map too small for the quest's length), the first shifted seed that has one."""
         if fold not in FOLDS:
             raise InvalidInput(f"unknown fold {fold!r}; accepted folds: {', '.join(FOLDS)}")
         argv = tw_make_argv(self._spec, fold)
-        path, generated = ensure_game(
-            self._spec.name, argv, self.game_seed(seed, fold), self.cache_dir, timeout=self.generate_timeout
-        )
+        attempts = range(len(NO_QUEST_SHIFTS) + 1)
+        for attempt in attempts:
+            try:
+                path, generated = ensure_game(self._spec.name, argv, self.game_seed(seed, fold, attempt),
+                                              self.cache_dir, timeout=self.generate_timeout)
+                break
+            except NoQuestAtSeed:
+                if attempt == attempts[-1]:
+                    raise
         self.generated += int(generated)
         return path
 
