@@ -89,6 +89,8 @@ async def stack(settings: Settings):  # type: ignore[no-untyped-def]
         "temporal": settings.temporal.model_copy(update={"task_queue": f"trace-{uuid.uuid4().hex[:8]}"}),
         "state_dir": settings.state_dir / "trace",
         "memory": settings.memory.model_copy(update={"featurizer": "hash"}),  # no model start-up
+        # Memory guides the search: each step's retrieval (on a thread of its own) must stay in the trace.
+        "search": settings.search.model_copy(update={"memory_weight": 1.0}),
     })
     running = []
     try:
@@ -140,7 +142,12 @@ async def test_workflow_episode_and_its_consumers_are_one_trace(stack: Settings,
     (run,) = finished(named("RunWorkflow:TrainingWorkflow"))
     assert run.parent is not None and run.parent.span_id == root.context.span_id
 
-    # The planner's search belongs to the episode too.
+    # The planner's search belongs to the episode too, and so does each step's memory retrieval.
+    retrievals = finished(grpc_server("Retrieve"))
+    assert len(retrievals) == steps
+    for retrieval in retrievals:
+        chain = ancestors(retrieval, by_id)
+        assert follows(chain, (*WORKFLOW_TO_EPISODE, named("planner.episode"))), " <- ".join(s.name for s in chain)
     searches = finished(named("planner.search"))
     assert len(searches) == steps
     for search in searches:
