@@ -194,6 +194,8 @@ def memory_search(
     agent: AgentKind = typer.Option(AgentKind.MCTS, help="Who searches (mcts: uniform priors, no θ; policy and "
                                                          "policy+mcts: θ cloned from --library on each stack)."),
     seeds: int = typer.Option(3, min=1, help="Runs per mode; seed s plays games s×episodes onwards."),
+    first_seed: int = typer.Option(0, min=0, help="The first run's seed (seeds first..first+seeds-1): runs of "
+                                                  "one comparison split over several commands."),
     episodes: int = typer.Option(10, min=2, help="Games a round."),
     rounds: int = typer.Option(2, min=1, help="Times each run plays its games (after the first, the same tasks "
                                               "again: what the memory holds of them)."),
@@ -218,7 +220,8 @@ def memory_search(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    run_memory_search_bench(EvalArgs(env, episodes, max_steps, 1), agent, simulations, list(range(seeds)),
+    run_memory_search_bench(EvalArgs(env, episodes, max_steps, 1), agent, simulations,
+                            list(range(first_seed, first_seed + seeds)),
                             work_dir.resolve(), json_path, overrides, rounds,
                             library.resolve() if library else None, gradient_steps)
 
