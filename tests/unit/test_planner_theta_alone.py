@@ -143,13 +143,13 @@ class Overlapping(HostSandbox):
 
     def Simulate(self, request: Any) -> sandbox_pb2.SimulateReply:
         self.simulating.set()
-        if not self.retrieving.wait(timeout=2.0):
+        if not self.retrieving.wait(timeout=30.0):
             raise TimeoutError("the children were stepped before the retrieval started")
         return super().Simulate(request)
 
     def Retrieve(self, request: memory_pb2.RetrieveRequest, timeout: float | None = None) -> memory_pb2.RetrieveReply:
         self.retrieving.set()
-        if not self.simulating.wait(timeout=2.0):
+        if not self.simulating.wait(timeout=30.0):
             raise TimeoutError("the children were not stepped while the retrieval ran")
         self.served += 1
         return memory_pb2.RetrieveReply()

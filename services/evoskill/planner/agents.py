@@ -122,7 +122,7 @@ class AgentTools:
         function returned waits for it; memory is advice, so a failed retrieval costs the step its hints,
         not the episode."""
         if self.memory is None or config.memory_weight <= 0:
-            return list
+            return list  # nothing to wait for: no memories
         goal, state = state_text(observation)
         request = memory_pb2.RetrieveRequest(goal=goal, state=state, env_spec=env_spec, limit=config.memory_limit,
                                              profile=config.memory_profile, taken_actions=memory.taken,
