@@ -4,6 +4,7 @@ clone, one online epoch from the clone, evaluate), baselines, summary and JSON. 
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,6 +63,14 @@ def test_the_quick_ablation_on_coin(tmp_path: Path) -> None:
     # ε varies the games θ learns from; the test games are played without it, in the full system too.
     full = json.loads((tmp_path / "work" / "seed-0" / "full-system" / "eval-policy+mcts.json").read_text())
     assert full["settings"]["search"]["explore_epsilon"] == 0 and result["test_games"] == ["--explore-epsilon", "0"]
+    # Each played row is a record an ablation over more seeds takes instead of playing that row again.
+    records = [tmp_path / "work" / "seed-0" / a.name.replace(" ", "-") / "row.json" for a in ABLATIONS]
+    library = tmp_path / "library.jsonl"
+    shutil.copyfile(tmp_path / "work" / "library.jsonl", library)
+    again = run_ablation_bench(suite, True, 1, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work", None,
+                               library, 0, records)
+    assert [r["success"] for r in again["rows"]] == [r["success"] for r in result["rows"]]
+    assert [r["row"] for r in again["reused_rows"]] == [a.name for a in ABLATIONS]
 
 
 def test_a_setting_chosen_on_the_dev_fold_plays_the_test_games(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,12 +17,16 @@ from evoskill.bench.ablation import (
     AblationRow,
     ablation_summary,
     action_diversity,
+    file_digest,
+    read_row_records,
     row_overrides,
+    run_ablation_bench,
     show_ablation,
 )
 from evoskill.bench.outer_loop import AgentRow
 from evoskill.bench.quality import online_only
 from evoskill.bench.suites import SUITES
+from evoskill.core.errors import InvalidInput
 from evoskill.core.search_config import SearchConfig
 
 ROWS = {a.name: a for a in ABLATIONS}
@@ -115,7 +120,7 @@ def test_the_summary_gives_each_row_mean_and_spread_over_seeds_and_prints_them()
 def test_the_ablate_switch_runs_the_ablation_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     called: dict[str, object] = {}
 
-    def fake(suite, quick, seeds, workers, overrides, work_dir, json_path, library, first_seed):  # type: ignore[no-untyped-def]
+    def fake(suite, quick, seeds, workers, overrides, work_dir, json_path, library, first_seed, rows_from):  # type: ignore[no-untyped-def]
         called.update(suite=suite.name, quick=quick, seeds=seeds, work_dir=work_dir, overrides=overrides)
 
     monkeypatch.setattr(ablation, "run_ablation_bench", fake)
@@ -124,3 +129,76 @@ def test_the_ablate_switch_runs_the_ablation_bench(monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 0, result.output
     assert called == {"suite": "coin", "quick": True, "seeds": 1, "work_dir": tmp_path.resolve() / "coin-ablate",
                       "overrides": {"EVOSKILL_LEARNER__HIDDEN": "32"}}
+
+
+def row_record(folder: Path, seed: int, name: str, library: Path, success: float, **changed: object) -> Path:
+    """A row record as `run_ablation_bench` writes it, for the coin suite's quick budget and no --set."""
+    record = {"seed": seed, "row": name, "suite": SUITES["coin"].to_json(True), "library_digest": file_digest(library),
+              "settings": row_overrides(ROWS[name], {}), "revision": "abc123",
+              "trained": {"policy_version": "v000001", "losses": {}, "online_epochs": []},
+              "report": report(success, success, 50.0, ("go",), (name,)), **changed}
+    path = folder / f"seed{seed}-{name.replace(' ', '-')}.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_an_earlier_runs_rows_fill_the_table_without_playing_them(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    library = tmp_path / "library.jsonl"
+    library.write_text(json.dumps({"won": True, "steps": [{"action": "go"}]}) + "\n")
+    records = [row_record(tmp_path, 0, a.name, library, 0.5 if a.name == "no memory" else 1.0) for a in ABLATIONS]
+
+    def no_stack(*_: object, **__: object) -> None:
+        raise AssertionError("a reused row started a stack")
+
+    monkeypatch.setattr(ablation, "stack", no_stack)
+    result = run_ablation_bench(SUITES["coin"], True, 1, 1, {}, tmp_path / "work", tmp_path / "out.json", library,
+                                0, records)
+    assert [r["success"] for r in result["rows"]] == [[1.0], [0.5], [1.0], [1.0], [1.0]]
+    assert result["comparisons"]["full_minus_memory_success"] == 0.5
+    assert [(r["seed"], r["row"], r["revision"]) for r in result["reused_rows"]] == [
+        (0, a.name, "abc123") for a in ABLATIONS]
+    assert json.loads((tmp_path / "out.json").read_text())["reused_rows"][0]["from"] == str(records[0])
+
+
+def test_a_row_record_that_measured_something_else_is_refused_before_the_library(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    library = tmp_path / "library.jsonl"
+    library.write_text("{}\n")
+    other = row_record(tmp_path, 0, "no memory", library, 1.0, settings={"EVOSKILL_SEARCH__MEMORY_WEIGHT": "0"})
+
+    def no_library(*_: object, **__: object) -> None:
+        raise AssertionError("the library was made for a run that cannot use its rows")
+
+    monkeypatch.setattr(ablation, "offline_library", no_library)
+    with pytest.raises(InvalidInput, match="seed 0, 'no memory' measured something else: its settings"):
+        run_ablation_bench(SUITES["coin"], True, 1, 1, {}, tmp_path / "work", None, library, 0, [other])
+    with pytest.raises(InvalidInput, match=r"seed 0 is not one of this run's seeds \(1\.\.2"):
+        run_ablation_bench(SUITES["coin"], True, 2, 1, {}, tmp_path / "work", None, library, 1,
+                           [row_record(tmp_path, 0, "full system", library, 1.0)])
+    monkeypatch.undo()
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("{}\n{}\n")  # other bytes: another θ
+    same = row_record(tmp_path, 0, "no memory", library, 1.0)
+    with pytest.raises(InvalidInput, match="cloned θ on another library: its library_digest is 'sha256:"):
+        run_ablation_bench(SUITES["coin"], True, 1, 1, {}, tmp_path / "work", None, changed, 0, [same])
+
+
+def test_what_is_not_a_row_record_is_named(tmp_path: Path) -> None:
+    library = tmp_path / "library.jsonl"
+    library.write_text("{}\n")
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"seed": 0}')
+    with pytest.raises(InvalidInput, match=r"junk\.json: not a row record"):
+        read_row_records([junk])
+    with pytest.raises(InvalidInput, match="no ablation row is named 'no planner'"):
+        read_row_records([row_record(tmp_path, 0, "no memory", library, 1.0, row="no planner")])
+    twice = row_record(tmp_path, 1, "full system", library, 1.0)
+    with pytest.raises(InvalidInput, match="seed 1, 'full system' is given twice"):
+        read_row_records([twice, twice])
+    assert set(read_row_records([twice])) == {(1, "full system")}
+    result = CliRunner().invoke(bench_app, ["quality", "--suite", "coin", "--rows-from", str(twice)])
+    assert result.exit_code == 2 and "row records are the ablation's (--ablate)" in result.output
+    result = CliRunner().invoke(bench_app, ["quality", "--suite", "coin", "--quick", "--ablate", "--rows-from",
+                                            str(junk), "--work-dir", str(tmp_path / "w")])
+    assert result.exit_code == 2 and "junk.json: not a row record" in result.output

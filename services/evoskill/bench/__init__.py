@@ -130,6 +130,9 @@ def quality(
     ablate: bool = typer.Option(False, "--ablate", help="Instead of the agents: θ + MCTS as the full system, "
                                                         "without memory, exploration, offline data, curiosity "
                                                         "(a stack and a θ per row and seed)."),
+    rows_from: list[Path] = typer.Option([], "--rows-from", help="With --ablate: an earlier run's row record "
+                                                                 "(seed-N/ROW/row.json), used instead of playing "
+                                                                 "that seed's row again; repeatable."),
     choose: str | None = typer.Option(None, help="group.name=V1,V2: per seed, θ trained with each value, the "
                                                  "best alone on the dev fold plays the test games "
                                                  "(e.g. learner.rename_share=0,0.5)."),
@@ -149,15 +152,22 @@ def quality(
         agent_rows(chosen.pick(quick), rows)
         if library is not None and not library.is_file():
             raise ValueError(f"--library {library}: no such file")
+        if rows_from and not ablate:
+            raise ValueError("--rows-from: row records are the ablation's (--ablate)")
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     folder, reused = work_dir.resolve() / chosen.name.replace(":", "-"), library.resolve() if library else None
     if ablate:
         from evoskill.bench.ablation import run_ablation_bench
+        from evoskill.core.errors import InvalidInput
 
-        run_ablation_bench(chosen, quick, seeds, workers, overrides, folder.with_name(folder.name + "-ablate"),
-                           json_path, reused, first_seed)
+        try:
+            run_ablation_bench(chosen, quick, seeds, workers, overrides, folder.with_name(folder.name + "-ablate"),
+                               json_path, reused, first_seed, [p.resolve() for p in rows_from])
+        except InvalidInput as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         return
     run_quality_bench(chosen, quick, seeds, workers, overrides, folder, json_path, reused, rows, first_seed, choice)
 

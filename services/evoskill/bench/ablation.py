@@ -16,13 +16,22 @@ process of its stack (reward, planner, learner, the training workflow) runs with
   surprise bonus from θ's dynamics model off (`search.curiosity_weight = 0`).
 
 Figures per row: success, score, environment steps and action diversity, per seed and mean ± sd over seeds.
+
+A row takes 10–30 minutes on CookingWorld on 2 cores, so a table of 5 rows × 3 seeds spans runs: each played
+row is also written as a row record (`<work dir>/seed-N/<row>/row.json`: its seed, settings, budget, the
+library's digest, θ's training and the evaluation's report), and `--rows-from RECORD` (repeatable) puts an
+earlier run's rows in this table instead of playing them again, where they measured the same thing (the same
+suite budget, row settings and library bytes; anything else is refused, naming what differs). The summary
+says which rows were reused and the revision each was played at.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +43,7 @@ from evoskill.bench.outer_loop import AgentRow, EvalArgs, evaluate, stack
 from evoskill.bench.quality import offline_library, setting_overrides, shared_game_cache, train_theta
 from evoskill.bench.suites import Suite
 from evoskill.core.agent import AgentKind
+from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import git_revision, write_report
 
@@ -109,6 +119,41 @@ def action_diversity(episodes: Iterable[Mapping[str, Any]]) -> float:
     return len({tuple(e.get("actions", ())) for e in played}) / len(tasks) if tasks else 0.0
 
 
+ROW_RECORD = "row.json"
+
+
+def file_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_row_records(paths: Sequence[Path]) -> dict[tuple[int, str], dict[str, Any]]:
+    """Earlier runs' row records by (seed, row); read before the run clears its work dir (a record may lie in
+    it). InvalidInput names a file that is not a row record or a (seed, row) given twice."""
+    records: dict[tuple[int, str], dict[str, Any]] = {}
+    names = {a.name for a in ABLATIONS}
+    for path in paths:
+        try:
+            record = json.loads(path.read_text())
+            key = (int(record["seed"]), str(record["row"]))
+            _ = record["report"]["episodes"], record["trained"]["policy_version"], record["settings"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidInput(f"--rows-from {path}: not a row record of `bench quality --ablate` ({exc!r})") from None
+        if key[1] not in names:
+            raise InvalidInput(f"--rows-from {path}: no ablation row is named {key[1]!r} (rows: {sorted(names)})")
+        if key in records:
+            raise InvalidInput(f"--rows-from {path}: seed {key[0]}, {key[1]!r} is given twice")
+        records[key] = {**record, "from": str(path)}
+    return records
+
+
+def record_mismatch(record: Mapping[str, Any], expected: Mapping[str, Any]) -> str | None:
+    """What an earlier row record measured differently from the row this run would play (None: the same)."""
+    for name, value in expected.items():
+        if record.get(name) != value:
+            return f"its {name} is {record.get(name)!r}, this run's {value!r}"
+    return None
+
+
 @dataclass
 class AblationRow:
     ablation: Ablation
@@ -124,9 +169,19 @@ class AblationRow:
 
 def run_ablation_bench(suite: Suite, quick: bool, seeds: int, workers: int, overrides: dict[str, str],
                        work_dir: Path, json_path: Path | None, library_from: Path | None = None,
-                       first_seed: int = 0) -> dict[str, Any]:
+                       first_seed: int = 0, rows_from: Sequence[Path] = ()) -> dict[str, Any]:
+    """InvalidInput where a `rows_from` record is unreadable or measured something else than its row here."""
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    git_revision()  # read as the stacks start (see run_quality_bench)
+    revision = git_revision()  # read as the stacks start (see run_quality_bench)
+    earlier = read_row_records(rows_from)
+    for (seed, name), given in earlier.items():  # what can be checked before the library is made
+        if not first_seed <= seed < first_seed + seeds:
+            raise InvalidInput(f"--rows-from {given['from']}: seed {seed} is not one of this run's seeds "
+                               f"({first_seed}..{first_seed + seeds - 1}: --first-seed, --seeds)")
+        part = next(a for a in ABLATIONS if a.name == name)
+        expected_here = {"suite": suite.to_json(quick), "settings": row_overrides(part, overrides)}
+        if (why := record_mismatch(given, expected_here)) is not None:
+            raise InvalidInput(f"--rows-from {given['from']}: seed {seed}, {name!r} measured something else: {why}")
     budget = suite.pick(quick)
     args = EvalArgs(suite.env, budget.test_episodes, budget.max_steps, budget.parallel)
     console.print(f"[bold]{suite.name}[/] ({suite.env}){' --quick' if quick else ''} --ablate: {budget.describe()}")
@@ -136,23 +191,40 @@ def run_ablation_bench(suite: Suite, quick: bool, seeds: int, workers: int, over
     wall = {"library_s": time.perf_counter() - started}
     rows = [AblationRow(a, AgentRow(a.name, budget.simulations)) for a in ABLATIONS]
     trained: list[dict[str, Any]] = []
+    reused: list[dict[str, Any]] = []
+    measures = {"suite": suite.to_json(quick), "library_digest": file_digest(library)}
+    for (seed, name), given in earlier.items():  # before any row plays
+        if (why := record_mismatch(given, {"library_digest": measures["library_digest"]})) is not None:
+            raise InvalidInput(f"--rows-from {given['from']}: seed {seed}, {name!r} cloned θ on another library: "
+                               f"{why}")
     for seed in range(first_seed, first_seed + seeds):
         seed_started = time.perf_counter()
         for row in rows:
             folder = work_dir / f"seed-{seed}" / row.ablation.name.replace(" ", "-")
             processes = row_overrides(row.ablation, overrides)
-            with stack(folder, {**processes, **shared_game_cache(processes)}) as env:
-                version, losses, online = train_theta(suite.env, budget, seed, library if row.ablation.offline
-                                                       else None, env, folder)
-                row.record(evaluate(args, AgentKind.POLICY_MCTS, budget.simulations, env,
-                                    folder / f"eval-{AgentKind.POLICY_MCTS}.json", version, TEST_GAMES))
-            trained.append({"seed": seed, "row": row.ablation.name, "policy_version": version, "losses": losses,
-                            "online_epochs": online})
-            console.print(f"seed {seed}, {row.ablation.name}: θ {version}, success {row.figures.success[-1]:.0%}, "
-                          f"diversity {row.diversity[-1]:.2f}")
+            expected = {**measures, "settings": processes}
+            record = earlier.get((seed, row.ablation.name))
+            if record is not None:  # checked above against `expected`
+                reused.append({"seed": seed, "row": row.ablation.name, "revision": record.get("revision"),
+                               "from": record["from"]})
+            else:
+                with stack(folder, {**processes, **shared_game_cache(processes)}) as env:
+                    version, losses, online = train_theta(suite.env, budget, seed, library if row.ablation.offline
+                                                           else None, env, folder)
+                    report = evaluate(args, AgentKind.POLICY_MCTS, budget.simulations, env,
+                                      folder / f"eval-{AgentKind.POLICY_MCTS}.json", version, TEST_GAMES)
+                record = {"seed": seed, "row": row.ablation.name, **expected, "revision": revision,
+                          "trained": {"policy_version": version, "losses": losses, "online_epochs": online},
+                          "report": report}
+                (folder / ROW_RECORD).write_text(json.dumps(record, indent=1))
+            row.record(record["report"])
+            trained.append({"seed": seed, "row": row.ablation.name, **record["trained"]})
+            console.print(f"seed {seed}, {row.ablation.name}: θ {record['trained']['policy_version']}, success "
+                          f"{row.figures.success[-1]:.0%}, diversity {row.diversity[-1]:.2f}"
+                          f"{' (reused: ' + record['from'] + ')' if 'from' in record else ''}")
         wall[f"seed_{seed}_s"] = time.perf_counter() - seed_started
     wall["total_s"] = time.perf_counter() - started
-    result = ablation_summary(suite, quick, rows, demos, trained, wall, overrides)
+    result = {**ablation_summary(suite, quick, rows, demos, trained, wall, overrides), "reused_rows": reused}
     show_ablation(console, result)
     if json_path is not None:
         write_report(json_path, result, Settings())
