@@ -26,6 +26,7 @@ from rich.table import Table
 from evoskill.cli_choices import (
     AgentKind,
     Curiosity,
+    EntropyTrigger,
     ExploreEpsilon,
     Fold,
     LlmModel,
@@ -322,6 +323,7 @@ def solve(
     explore_epsilon: ExploreEpsilon = None,
     novelty: Novelty = None,
     curiosity: Curiosity = None,
+    entropy_trigger: EntropyTrigger = None,
     memory: Memory = None,
 ) -> None:
     """Play one episode through the services with a live progress display."""
@@ -345,7 +347,7 @@ def solve(
                                       f"{update.total_reward:.2f}", f"{update.observation.score:.2f}")
 
                 switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight,
-                                              curiosity)
+                                              curiosity, entropy_trigger)
                 request = episode_request(env, seed, fold, agent, simulations, max_steps, policy_version=policy,
                                           **switches)
                 outcome = await play(settings, request, show)
@@ -373,6 +375,7 @@ def eval_cmd(
     explore_epsilon: ExploreEpsilon = None,
     novelty: Novelty = None,
     curiosity: Curiosity = None,
+    entropy_trigger: EntropyTrigger = None,
     memory: Memory = None,
 ) -> None:
     """Play many episodes and print success rate, mean score and environment steps."""
@@ -394,7 +397,7 @@ def eval_cmd(
         async with services(configured, console.print) as settings:
             await _check_policy(settings, policy)
             switches = exploration_config(explore_epsilon, novelty, memory, settings.search.memory_weight,
-                                              curiosity)
+                                          curiosity, entropy_trigger)
             report = EvalReport(env, agent, fold, simulations, [],
                                 {"search": settings.search.model_dump() | {"num_simulations": simulations, **switches},
                                  "max_steps": max_steps, "policy": policy},  # what the planner was asked to use

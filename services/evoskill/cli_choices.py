@@ -174,8 +174,8 @@ class MemorySwitch(StrEnum):
     OFF = "off"
 
 
-# `evoskill solve|eval`: the exploration and memory switches of the episodes played (core/exploration.py); unset =
-# the planner's search settings.
+# `evoskill solve|eval|train|bench quality`: the exploration and memory switches of the episodes played
+# (core/exploration.py); unset = the planner's search settings.
 ExploreEpsilon = Annotated[float | None, typer.Option(
     "--explore-epsilon", min=0.0, max=1.0, metavar="P",
     help="probability per step of a random candidate instead of the agent's choice (search.explore_epsilon)")]
@@ -186,10 +186,14 @@ Curiosity = Annotated[float | None, typer.Option(
     "(search.curiosity_weight; a θ published without one: off)")]
 Memory = Annotated[MemorySwitch | None, typer.Option(
     "--memory", help="on: retrieved experiences advise the agent (search.memory_weight, 1 where it is 0); off: none")]
+EntropyTrigger = Annotated[float | None, typer.Option(
+    "--entropy-trigger", min=0.0, max=1.0, metavar="T", help="θ + MCTS searches only the steps where θ's "
+    "normalised entropy is at least T, else takes θ's choice (search.entropy_trigger; 0: every step)")]
 
 
 def exploration_config(epsilon: float | None, novelty: float | None, memory: MemorySwitch | None,
-                       memory_weight: float, curiosity: float | None = None) -> dict[str, float]:
+                       memory_weight: float, curiosity: float | None = None,
+                       entropy_trigger: float | None = None) -> dict[str, float]:
     """The request's SearchConfig fields the switches set (`memory_weight`: the settings' own)."""
     config: dict[str, float] = {}
     if epsilon is not None:
@@ -198,6 +202,8 @@ def exploration_config(epsilon: float | None, novelty: float | None, memory: Mem
         config["novelty_weight"] = novelty
     if curiosity is not None:
         config["curiosity_weight"] = curiosity
+    if entropy_trigger is not None:
+        config["entropy_trigger"] = entropy_trigger
     if memory is not None:
         config["memory_weight"] = (memory_weight or 1.0) if memory is MemorySwitch.ON else 0.0
     return config
@@ -213,6 +219,7 @@ __all__ = [
     "Curiosity",
     "Engine",
     "Engines",
+    "EntropyTrigger",
     "EvalAgent",
     "ExploreEpsilon",
     "ExportFold",

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from evoskill.cli_choices import EvalAgent, HeldOutFold, LlmModel, LlmUrl, SearchAlgorithm, TuneMode
+from evoskill.cli_choices import (
+    EntropyTrigger,
+    EvalAgent,
+    HeldOutFold,
+    LlmModel,
+    LlmUrl,
+    Memory,
+    SearchAlgorithm,
+    TuneMode,
+    exploration_config,
+)
 from evoskill.platform.config import Settings
 
 
@@ -24,6 +34,10 @@ def train(
                                                    "games: a random candidate with probability P a step")] = 0.0,
     novelty: Annotated[float, typer.Option(min=0.0, metavar="W", help="count-based novelty bonus W/(count+1) of "
                                            "logit on the training games")] = 0.0,
+    curiosity: Annotated[float, typer.Option(min=0.0, metavar="W", help="search's bonus W × the surprise of θ's "
+                                             "dynamics model on the training games")] = 0.0,
+    memory: Memory = None,
+    entropy_trigger: EntropyTrigger = None,
     train_steps: Annotated[int, typer.Option(min=0, help="learner gradient steps per epoch (>= 1 unless "
                                                          "--no-train)")] = 20,
     batch_size: Annotated[int, typer.Option(min=0, help="learner batch size (0 = learner.batch_size)")] = 0,
@@ -63,17 +77,20 @@ def train(
     from evoskill.clients.training import failure_message, run_training
     from evoskill.orchestrator.training.logic import TrainingParams, validate
 
+    settings = with_llm(Settings(), llm, llm_model)
+    every_game = exploration_config(None, None, memory, settings.search.memory_weight, None, entropy_trigger)
     params = TrainingParams(  # plain strings in the workflow's input, "" where an option is not given
         envs=list(map(located_env, env)), epochs=epochs, episodes_per_epoch=episodes_per_epoch,
         eval_episodes=eval_episodes, simulations=simulations,
         search_algorithm=search_algorithm.value if search_algorithm else "", max_steps=max_steps,
-        explore_epsilon=explore_epsilon, novelty_weight=novelty,
+        explore_epsilon=explore_epsilon, novelty_weight=novelty, curiosity_weight=curiosity,
+        memory_weight=every_game.get("memory_weight"), entropy_trigger=every_game.get("entropy_trigger"),
         train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed,
         eval_fold=eval_fold.value, tune=tune.value if tune else "", es_population=es_population, train=not no_train,
         evaluate_start=eval_start, demos=demos, imitation_steps=imitation_steps, online_fraction=online_fraction,
         eval_agent=eval_agent.value if eval_agent else "", start_policy=policy, keep_best=keep_best)
-    refuse_problems(validate(params), train, {"envs": "env", "start_policy": "policy", "evaluate_start": "eval_start"})
-    settings = with_llm(Settings(), llm, llm_model)
+    refuse_problems(validate(params), train, {"envs": "env", "start_policy": "policy", "evaluate_start": "eval_start",
+                                              "curiosity_weight": "curiosity", "novelty_weight": "novelty"})
     if detach:
         from evoskill.runs_cli import detach as start_detached
 

@@ -209,7 +209,7 @@ async def test_es_candidates_share_tasks_and_the_mean_moves_to_the_fitter(env: W
         fitter = configs[generation.es_fitness.index(max(generation.es_fitness))]
         assert generation.search == pytest.approx(fitter)
         (evaluation,) = [t for t in fake.attempts if t.episode_id == episode_id(handle.id, epoch, "v", 0)]
-        assert evaluation.search == pytest.approx(generation.search)
+        assert evaluation.search == pytest.approx({**generation.search, "explore_epsilon": 0.0})  # held out: no ε
     assert result.history[1].search["c_puct"] > result.history[0].search["c_puct"]
     # The best candidate seen over all generations is reported with its fitness.
     best = max((t for t in fake.attempts if "-c0" in t.episode_id), key=lambda t: t.search["c_puct"])
@@ -265,4 +265,14 @@ async def test_exploration_is_asked_for_on_the_training_games_only(env: Workflow
         await (await start(env, queue, params(explore_epsilon=0.2, novelty_weight=0.5))).result()
     folds = {t.fold: t.search for t in fake.attempts}
     assert folds["train"] == {"explore_epsilon": 0.2, "novelty_weight": 0.5}
-    assert folds["dev"] == {}  # the held-out games measure θ as it serves
+    assert folds["dev"] == {"explore_epsilon": 0.0}  # the held-out games measure θ as it serves: not the planner's ε
+
+
+async def test_memory_and_the_entropy_trigger_reach_every_game_curiosity_the_training_ones(
+        env: WorkflowEnvironment) -> None:
+    fake = Training(by_seed)
+    async with worker(env, fake.all()) as queue:
+        await (await start(env, queue, params(memory_weight=0.0, entropy_trigger=0.3, curiosity_weight=0.2))).result()
+    folds = {t.fold: t.search for t in fake.attempts}
+    assert folds["train"] == {"memory_weight": 0.0, "entropy_trigger": 0.3, "curiosity_weight": 0.2}
+    assert folds["dev"] == {"memory_weight": 0.0, "entropy_trigger": 0.3, "explore_epsilon": 0.0}

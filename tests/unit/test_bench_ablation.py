@@ -202,3 +202,21 @@ def test_what_is_not_a_row_record_is_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(bench_app, ["quality", "--suite", "coin", "--quick", "--ablate", "--rows-from",
                                             str(junk), "--work-dir", str(tmp_path / "w")])
     assert result.exit_code == 2 and "junk.json: not a row record" in result.output
+
+
+def test_the_exploration_switches_are_the_settings_they_name_in_every_process(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from evoskill.bench import quality
+
+    called: dict[str, object] = {}
+    monkeypatch.setattr(quality, "run_quality_bench", lambda *args, **kwargs: called.update(overrides=args[4]))
+    result = CliRunner().invoke(bench_app, ["quality", "--suite", "coin", "--quick", "--memory", "off",
+                                            "--entropy-trigger", "0.3", "--explore-epsilon", "0.1", "--curiosity",
+                                            "0.2", "--novelty", "0.5", "--work-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert {k: v for k, v in called["overrides"].items() if k.startswith("EVOSKILL_SEARCH")} == {  # type: ignore[attr-defined]
+        "EVOSKILL_SEARCH__MEMORY_WEIGHT": "0.0", "EVOSKILL_SEARCH__ENTROPY_TRIGGER": "0.3",
+        "EVOSKILL_SEARCH__EXPLORE_EPSILON": "0.1", "EVOSKILL_SEARCH__CURIOSITY_WEIGHT": "0.2",
+        "EVOSKILL_SEARCH__NOVELTY_WEIGHT": "0.5"}
+    result = CliRunner().invoke(bench_app, ["quality", "--suite", "coin", "--memory", "maybe"])
+    assert result.exit_code == 2 and "'--memory'" in result.output

@@ -35,6 +35,7 @@ def test_the_exploration_switches_set_only_what_is_given() -> None:
     assert cli_choices.exploration_config(None, None, None, 0.0, 0.2) == {"curiosity_weight": 0.2}
     assert cli_choices.exploration_config(None, None, on, 0.3) == {"memory_weight": 0.3}  # the setting's own weight
     assert cli_choices.exploration_config(0.0, None, off, 0.3) == {"explore_epsilon": 0.0, "memory_weight": 0.0}
+    assert cli_choices.exploration_config(None, None, None, 0.0, None, 0.3) == {"entropy_trigger": 0.3}
 
 
 def test_comma_separated_options_parse_to_their_items_in_order_without_repeats() -> None:

@@ -237,3 +237,21 @@ def test_an_unpublished_policy_is_one_line_before_any_episode_is_played(
     code, line = through_main(["eval", *COIN, "--agent", "mcts", "--policy", "v000001"], monkeypatch, capsys)
     assert (code, line) == (2, "error: --policy v000001: --agent mcts plays no policy (policy and policy+mcts do)")
     assert played == []
+
+
+def test_trains_switches_reach_the_workflows_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoskill import runs_cli
+
+    started: list[object] = []
+    monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(runs_cli, "detach", lambda settings, params, workflow_id: started.append(params))
+    result = CliRunner().invoke(app, ["train", *COIN, "--detach", "--memory", "on", "--entropy-trigger", "0.3",
+                                      "--curiosity", "0.2", "--novelty", "0.5"])
+    assert result.exit_code == 0, result.output
+    (params,) = started
+    assert (params.memory_weight, params.entropy_trigger) == (1.0, 0.3)  # type: ignore[attr-defined]
+    assert (params.curiosity_weight, params.novelty_weight) == (0.2, 0.5)  # type: ignore[attr-defined]
+    result = CliRunner().invoke(app, ["train", *COIN, "--detach", "--memory", "off"])
+    assert started[-1].memory_weight == 0.0 and started[-1].entropy_trigger is None  # type: ignore[attr-defined]
+    result = CliRunner().invoke(app, ["train", *COIN, "--entropy-trigger", "1.5"])
+    assert result.exit_code == 2 and "'--entropy-trigger'" in result.output

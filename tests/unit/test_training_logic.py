@@ -117,6 +117,11 @@ def test_validate_names_each_bad_field() -> None:
     assert "es_population" in " ".join(validate(TrainingParams(envs=["x"], tune="es", es_population=3)))
     assert "train_steps" in " ".join(validate(TrainingParams(envs=["x"], train_steps=0)))
     assert validate(TrainingParams(envs=["x"], train_steps=0, train=False)) == []
+    problems = " ".join(validate(TrainingParams(envs=["x"], curiosity_weight=-1, memory_weight=math.nan,
+                                                entropy_trigger=1.5)))
+    for word in ("curiosity_weight must be >= 0", "memory_weight must be >= 0", "entropy_trigger must be in [0, 1]"):
+        assert word in problems
+    assert validate(TrainingParams(envs=["x"], memory_weight=0.0, entropy_trigger=0.0)) == []
 
 
 def test_inputs_a_workflow_would_fail_on_late_or_loop_on_are_refused_bounded() -> None:

@@ -7,7 +7,22 @@ from pathlib import Path
 import typer
 
 from evoskill.bench.suites import AGENTS
-from evoskill.cli_choices import AgentKind, Agents, Engine, Engines, Numbers, agents, engines, numbers
+from evoskill.cli_choices import (
+    AgentKind,
+    Agents,
+    Curiosity,
+    Engine,
+    Engines,
+    EntropyTrigger,
+    ExploreEpsilon,
+    Memory,
+    Novelty,
+    Numbers,
+    agents,
+    engines,
+    exploration_config,
+    numbers,
+)
 
 bench_app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
 
@@ -136,6 +151,11 @@ def quality(
     choose: str | None = typer.Option(None, help="group.name=V1,V2: per seed, θ trained with each value, the "
                                                  "best alone on the dev fold plays the test games "
                                                  "(e.g. learner.rename_share=0,0.5)."),
+    memory: Memory = None,
+    explore_epsilon: ExploreEpsilon = None,
+    novelty: Novelty = None,
+    curiosity: Curiosity = None,
+    entropy_trigger: EntropyTrigger = None,
 ) -> None:
     """Library → θ (3 seeds) → random, uniform MCTS, θ alone and θ + MCTS on the test fold, with the budget;
     `--ablate`: θ + MCTS of the full system against each part taken out (bench/ablation.py)."""
@@ -148,7 +168,13 @@ def quality(
             raise ValueError("--choose and --ablate: the ablation's rows are fixed settings; choose first, then "
                              "--set the chosen value")
         chosen = with_budget(resolve(suite, env), quick, budget)
-        overrides = setting_overrides([*chosen.settings, *set_])
+        # The switches are the search settings they name, in every process, after --set (the test games are
+        # played without ε all the same: quality.TEST_GAMES).
+        from evoskill.platform.config import Settings
+
+        switches = exploration_config(explore_epsilon, novelty, memory, Settings().search.memory_weight, curiosity,
+                                      entropy_trigger)
+        overrides = setting_overrides([*chosen.settings, *set_, *(f"search.{k}={v}" for k, v in switches.items())])
         agent_rows(chosen.pick(quick), rows)
         if library is not None and not library.is_file():
             raise ValueError(f"--library {library}: no such file")

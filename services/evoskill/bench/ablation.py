@@ -40,7 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.bench.outer_loop import AgentRow, EvalArgs, evaluate, stack
-from evoskill.bench.quality import offline_library, setting_overrides, shared_game_cache, train_theta
+from evoskill.bench.quality import TEST_GAMES, offline_library, setting_overrides, shared_game_cache, train_theta
 from evoskill.bench.suites import Suite
 from evoskill.core.agent import AgentKind
 from evoskill.core.errors import InvalidInput
@@ -61,11 +61,8 @@ FULL: dict[str, str] = {
     "reward.curiosity_weight": "0.2",
     "search.curiosity_weight": "0.2",
 }
-# The test games are played without ε-greedy, as the TrainingWorkflow plays its held-out games: ε is there to vary
-# the games θ learns from, and a random step of a test game measures nothing but its damage (a CookingWorld
-# meal eaten or an ingredient cut wrong loses the game). The search-time parts (novelty, the entropy trigger,
-# Dirichlet noise, curiosity, memory) act on the test games as the row sets them.
-TEST_GAMES = ("--explore-epsilon", "0")
+# The test games are played without ε-greedy (quality.TEST_GAMES); the search-time parts (novelty, the entropy
+# trigger, Dirichlet noise, curiosity, memory) act on them as the row sets them.
 # Set only where the running code has them (a report's FULL read back by older code).
 OPTIONAL = frozenset({"search.curiosity_weight"})
 

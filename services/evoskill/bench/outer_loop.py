@@ -246,11 +246,13 @@ def play_baselines(args: EvalArgs, simulations: int, baseline_multiple: int, fol
     return baselines
 
 
-def play_baseline_rows(args: EvalArgs, rows: list[AgentRow], env: dict[str, str], folder: Path) -> None:
+def play_baseline_rows(args: EvalArgs, rows: list[AgentRow], env: dict[str, str], folder: Path,
+                       extra: Sequence[str] = ()) -> None:
     """Random (a row of 0 simulations) and uniform-prior MCTS rows on the stack `env` reaches."""
     for row in rows:
         agent = AgentKind.RANDOM if row.simulations == 0 else AgentKind.MCTS
-        row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json"))
+        row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}-{row.simulations}.json",
+                            extra=extra))
 
 
 def summary(args: EvalArgs, seeds: list[int], rows: list[AgentRow], curves: dict[int, list[float]],

@@ -43,6 +43,10 @@ from evoskill.platform.config import Settings
 from evoskill.platform.provenance import git_revision, write_report
 
 GAME_CACHE_VAR = "EVOSKILL_ENVS__CACHE_DIR"
+# The test games are played without ε-greedy, as the TrainingWorkflow plays its held-out games: ε is there to vary
+# the games θ learns from, and a random step of a test game measures nothing but its damage (a CookingWorld
+# meal eaten or an ingredient cut wrong loses the game).
+TEST_GAMES = ("--explore-epsilon", "0")
 
 
 def setting_overrides(pairs: list[str]) -> dict[str, str]:
@@ -176,13 +180,14 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                 else:
                     version, losses, online = picked["policy_version"], picked["losses"], picked["online_epochs"]
                 for row, agent in theta_rows:
-                    row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version))
+                    row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version,
+                                        TEST_GAMES))
                 trained.append({"seed": seed, "policy_version": version, "losses": losses, "online_epochs": online,
                                 **({"choice": chosen} if chosen else {})})
                 console.print(f"seed {seed}: θ {version}: " + ", ".join(
                     f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
             if seed == first_seed:
-                play_baseline_rows(args, baselines, env, folder)
+                play_baseline_rows(args, baselines, env, folder, TEST_GAMES)
         wall[f"seed_{seed}_s"] = time.perf_counter() - seed_started
     wall["total_s"] = time.perf_counter() - started
     result = quality_summary(suite, quick, rows, demos, trained, wall, overrides)

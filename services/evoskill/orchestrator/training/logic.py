@@ -40,6 +40,9 @@ class TrainingParams:
     search_algorithm: str = ""        # the run's search: one of SEARCH_ALGORITHMS
     explore_epsilon: float = 0.0      # ε-greedy on the training games (search.explore_epsilon; held-out games: none)
     novelty_weight: float = 0.0       # count-based novelty bonus on the training games (search.novelty_weight)
+    curiosity_weight: float = 0.0     # search's bonus for θ's dynamics model's surprise, training games only
+    memory_weight: float | None = None  # memory's advice in every game (search.memory_weight); None: the planner's
+    entropy_trigger: float | None = None  # every game: search only where θ is unsure (search.entropy_trigger)
     max_steps: int = 20
     train_steps: int = 20
     batch_size: int = 0               # 0 = the learner's learner.batch_size
@@ -122,6 +125,12 @@ def validate(params: TrainingParams) -> list[str]:
         problems.append(f"explore_epsilon must be in [0, 1] (got {params.explore_epsilon})")
     if not params.novelty_weight >= 0.0:
         problems.append(f"novelty_weight must be >= 0 (got {params.novelty_weight})")
+    if not params.curiosity_weight >= 0.0:
+        problems.append(f"curiosity_weight must be >= 0 (got {params.curiosity_weight})")
+    if params.memory_weight is not None and not params.memory_weight >= 0.0:
+        problems.append(f"memory_weight must be >= 0 (got {params.memory_weight})")
+    if params.entropy_trigger is not None and not 0.0 <= params.entropy_trigger <= 1.0:
+        problems.append(f"entropy_trigger must be in [0, 1] (got {params.entropy_trigger})")
     if params.search_algorithm not in SEARCH_ALGORITHMS:
         problems.append(f"search_algorithm must be one of {SEARCH_ALGORITHMS} "
                         f"(got {limits.shown(params.search_algorithm)})")

@@ -253,9 +253,13 @@ class TrainingWorkflow:
               search: dict[str, float] | None = None) -> EpisodeTask:
         p = self.params
         search = dict(search or {})
+        search |= {k: v for k, v in (("memory_weight", p.memory_weight), ("entropy_trigger", p.entropy_trigger))
+                   if v is not None}  # how the agent plays, in every game
         if fold == p.train_fold:  # exploration is for the games θ learns from; the held-out ones measure it
-            search |= {k: v for k, v in (("explore_epsilon", p.explore_epsilon), ("novelty_weight", p.novelty_weight))
-                       if v}
+            search |= {k: v for k, v in (("explore_epsilon", p.explore_epsilon), ("novelty_weight", p.novelty_weight),
+                                         ("curiosity_weight", p.curiosity_weight)) if v}
+        else:  # not even the planner's own ε (search.explore_epsilon): a random step measures only its damage
+            search["explore_epsilon"] = 0.0
         return EpisodeTask(episode_id(workflow.info().workflow_id, epoch, kind, index), task.env, task.seed, fold,
                            agent, p.simulations, p.max_steps, self.state.policy_version, search, p.search_algorithm)
 
