@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from evoskill.common.v1.common_pb2 import LlmUsage, Observation
 from evoskill.core.errors import InvalidInput
+from evoskill.core.rooms import RoomMap, room_of
 from evoskill.core.state_text import notes_after
 from evoskill.events.v1.events_pb2 import SearchTarget
 from evoskill.planner.v1.planner_pb2 import SearchReply
@@ -93,6 +94,7 @@ class EpisodeMemory:
     # the room changes every step (a stove heating, bees moving) no two states share a key, so neither `tried`
     # nor `no_ops` sees θ say "look around" fifty times in a row; the streak does.
     streak: tuple[str, int] = ("", 0)
+    rooms: RoomMap = field(default_factory=RoomMap)  # the rooms walked through (core/rooms.py): part of what θ reads
     _last: tuple[str, str] | None = None
     _score: float | None = None
 
@@ -107,9 +109,13 @@ class EpisodeMemory:
         last, times = self.streak
         return max(self.tried[state_key, action], times if action == last else 0)
 
-    def record(self, state_key: str, action: str, feedback: str, score: float | None = None) -> None:
+    def record(self, state_key: str, action: str, feedback: str, score: float | None = None,
+               moved: tuple[Observation, Observation] | None = None) -> None:
         """One real step: taken in the state keyed `state_key` ("" = the agent never looked it up), answered
-        by `feedback`, after which the score was `score` (None = not known)."""
+        by `feedback`, after which the score was `score` (None = not known); `moved`: the observations
+        before and after it, for the map of rooms."""
+        if moved is not None:
+            self.rooms.learn(room_of(moved[0]), action, room_of(moved[1]))
         rose = score is not None and self._score is not None and score > self._score
         last, times = self.streak
         self.streak = (action, 0 if rose else (times + 1 if action == last else 1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.rooms import leads_mark
 
 NOTE_VERBS = ("read",)  # actions whose feedback is worth keeping: the document that was read
 SEEN_MARK = " (been there)"
@@ -45,8 +46,9 @@ def notes_along(notes: str, actions: Sequence[str], feedbacks: Sequence[str]) ->
     return notes
 
 
-def candidate_text(action: str, seen: bool) -> str:
+def candidate_text(action: str, seen: bool, leads: Sequence[str] = ()) -> str:
     """A candidate action as θ reads it: marked when it leads back to a state the episode has already
-    been in; without the mark a greedy θ walks between two rooms forever (learner, planner search and
-    θ alone all use it)."""
-    return action + SEEN_MARK if seen else action
+    been in (without the mark a greedy θ walks between two rooms forever), and with the known rooms it
+    leads toward where θ reads the episode's map (`core.rooms`); learner, planner search and θ alone all
+    use it."""
+    return (action + SEEN_MARK if seen else action) + leads_mark(leads)

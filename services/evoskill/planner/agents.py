@@ -75,7 +75,7 @@ class AgentTools:
         dynamics = getattr(policy, "dynamics", None) if config.curiosity_weight > 0 else None
         return SearchModel(sandbox_simulate(self.sandbox, step.session_id, deadline), self.score, config,
                            frozenset(step.memory.visited), step.memory.notes,
-                           [theta(policy)] if policy is not None else [], cancelled=self.stop.is_set,
+                           [theta(policy)] if policy is not None else [], step.memory.rooms, cancelled=self.stop.is_set,
                            propose=propose, dynamics=dynamics)
 
     def llm_advisor(self, step: Step, recalled: Recalled) -> LlmAdvisor | None:

@@ -136,7 +136,8 @@ class EpisodePlayer:
             cost = decision.env_steps
             env_steps += cost + 1
             transition = played.transition
-            self.episode.record(decision.state_key, decision.action, transition.after.text, transition.after.score)
+            self.episode.record(decision.state_key, decision.action, transition.after.text, transition.after.score,
+                                moved=(transition.before, transition.after))
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
             record_step(self.completed, transition, decision.target, score.total, env_steps=cost + 1,
                         llm=decision.llm).exploration = decision.exploration

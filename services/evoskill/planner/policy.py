@@ -60,6 +60,7 @@ class OnnxPolicyFn:
         self.policy = policy
         self.version = version
         self.dynamics = policy.dynamics
+        self.room_marks = bool(policy.net_config.get("room_marks", False))  # θ reads the rooms candidates lead to
 
     def __call__(
         self, batch: Sequence[tuple[str, str, Sequence[str], Sequence[str]]]

@@ -295,6 +295,11 @@ class LearnerSettings(_Group):
         "the taken action share swapped, through goal, observation and candidates, for other steps' (core/learn/"
         "augment.py), so θ learns to match the goal, not the training fold's names; 0 = off"
     )
+    room_marks: bool = Field(
+        False, description="θ reads the episode's map: each candidate that begins the shortest known walk to rooms "
+        "the episode has been in names them, ' (leads to kitchen)' (core/rooms.py); recorded with θ, so a θ "
+        "trained without the marks is served without them"
+    )
     kept_weights: int = Field(
         16, ge=1, description="Published versions whose torch weights the learner keeps, so a Train can start "
         "again from one (TrainRequest.from_version: a run that kept an earlier θ serving goes on from it)"

@@ -23,6 +23,7 @@ import numpy as np
 from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
 from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
+from evoskill.core.rooms import RoomMap, room_of
 from evoskill.core.state_text import candidate_text, notes_after, state_text
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
@@ -75,12 +76,16 @@ class Example:
     # (observation text, action taken, next observation text): what the learner's dynamics model fits
     # (core/reward/curiosity.py); () = unknown
     transition: tuple[str, ...] = field(default=())
+    leads: tuple[tuple[str, ...], ...] = field(default=())  # per action: the known rooms it leads to (core/rooms.py)
 
-    def candidates(self, keep: Sequence[int] | np.ndarray | None = None) -> list[tuple[str, str]]:
-        """(text θ reads, template) of the candidates at `keep` (all by default), marked as in serving."""
+    def candidates(self, keep: Sequence[int] | np.ndarray | None = None,
+                   rooms: bool = False) -> list[tuple[str, str]]:
+        """(text θ reads, template) of the candidates at `keep` (all by default), marked as in serving; with
+        `rooms`, with the rooms each leads to (a θ whose NetConfig.room_marks is on)."""
         rows = range(len(self.actions)) if keep is None else keep
         seen = self.seen if len(self.seen) == len(self.actions) else (False,) * len(self.actions)
-        return [(candidate_text(self.actions[i], seen[i]), self.templates[i]) for i in rows]
+        leads = self.leads if rooms and len(self.leads) == len(self.actions) else ((),) * len(self.actions)
+        return [(candidate_text(self.actions[i], seen[i], leads[i]), self.templates[i]) for i in rows]
 
 
 def episode_examples(
@@ -103,9 +108,13 @@ def episode_examples(
 
     examples: list[Example] = []
     notes = ""  # what the agent has read so far, as the planner tracked it while playing
+    rooms = RoomMap()  # the rooms it has walked through, as the planner's EpisodeMemory keeps them
     for (before, step), ret, taken_template in zip(steps_with_states(episode), returns, taken_templates, strict=True):
         target, taken_text = step.target, step.action.text
         notes_before, notes = notes, notes_after(notes, taken_text, step.observation.text)
+        room = room_of(before)
+        leads = tuple(rooms.leads(room, target.actions or (taken_text,)))
+        rooms.learn(room, taken_text, room_of(step.observation))
         actions = tuple(target.actions)
         if not actions and taken_text:
             actions = (taken_text,)
@@ -151,6 +160,7 @@ def episode_examples(
                 skills=skills,
                 seen=tuple(target.seen) if len(target.seen) == n else (),
                 transition=(before.text, taken_text, step.observation.text),
+                leads=leads if len(leads) == n else (),
             )
         )
     return examples

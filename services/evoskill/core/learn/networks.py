@@ -46,6 +46,7 @@ class NetConfig:
     layers: int = 0  # reader: cross-attention layers (candidate tokens -> all state tokens)
     heads: int = 2  # reader: attention heads
     train_tokens: bool = False  # reader: fine-tune the token table (frozen: unseen words stay comparable)
+    room_marks: bool = False  # the candidates θ reads carry the rooms they lead to (core/rooms.py)
 
     @property
     def state_dim(self) -> int:

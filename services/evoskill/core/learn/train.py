@@ -134,7 +134,8 @@ class Learner:
             reader = {"encoder": "reader", "vocab_size": featurizer.vocab_size, "width": c.width, "layers": c.layers,
                       "heads": c.heads, "train_tokens": c.train_tokens}
         self.net_config = NetConfig(
-            feature_dim=featurizer.dim, hidden=c.hidden, skill_dim=c.skill_dim, max_skills=c.max_skills, **reader
+            feature_dim=featurizer.dim, hidden=c.hidden, skill_dim=c.skill_dim, max_skills=c.max_skills,
+            room_marks=self.settings.room_marks, **reader
         )
         self.net: PolicyValueNet | ReaderNet
         with torch.random.fork_rng():  # seeded init without touching the caller's global RNG
@@ -172,7 +173,8 @@ class Learner:
         """Tensors of `examples`; with `rename`, a `learner.rename_share` of them in a renamed world (augment.py)."""
         keeps = [self._keep(ex) for ex in examples]
         states = [(ex.goal, ex.observation) for ex in examples]
-        candidates = [ex.candidates(keep) for ex, keep in zip(examples, keeps, strict=True)]
+        rooms = self.net_config.room_marks
+        candidates = [ex.candidates(keep, rooms) for ex, keep in zip(examples, keeps, strict=True)]
         if rename:
             columns = [_column(ex.taken, keep) for ex, keep in zip(examples, keeps, strict=True)]
             states, candidates = rename_batch(states, candidates, columns, self.settings.rename_share, self.rng)

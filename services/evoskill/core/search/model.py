@@ -53,6 +53,7 @@ from evoskill.core.exploration import curiosity_changed
 from evoskill.core.llm.prompt import LlmAnswer
 from evoskill.core.reward import Scorer
 from evoskill.core.reward.dynamics import DynamicsWeights
+from evoskill.core.rooms import RoomMap, room_of
 from evoskill.core.search.advice import Advice
 from evoskill.core.search.mcts import SearchOutOfTime, SearchResult, search
 from evoskill.core.search.types import Evaluation, Root, Transition
@@ -74,6 +75,7 @@ class SearchModel:
     visited: frozenset[str] = frozenset()  # state keys the episode has been in (before this search)
     notes: str = ""  # what the episode has read so far (θ's state text carries it)
     advice: list[Advice] = field(default_factory=list)
+    rooms: RoomMap = field(default_factory=RoomMap)  # the rooms the episode has walked through (core/rooms.py)
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
     useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
@@ -139,9 +141,23 @@ class SearchModel:
         return [(*path, a) in self.nodes and self._visited_before((*path, a))
                 for a in (self.useful[path] if actions is None else actions)]
 
-    def candidates(self, path: Path) -> tuple[list[str], list[str]]:
-        """(texts θ reads, templates) of the actions search considers at `path`."""
-        texts = [candidate_text(a, s) for a, s in zip(self.useful[path], self.seen(path), strict=True)]
+    def rooms_at(self, path: Path) -> RoomMap:
+        """The episode's map of rooms with the path's own steps walked, as if they were real."""
+        if not path:
+            return self.rooms
+        rooms = self.rooms.copy()
+        for k in range(len(path)):
+            before, after = self.nodes[path[:k]].observation, self.nodes[path[:k + 1]].observation
+            rooms.learn(room_of(before), path[k], room_of(after))
+        return rooms
+
+    def candidates(self, path: Path, rooms: bool = False) -> tuple[list[str], list[str]]:
+        """(texts θ reads, templates) of the actions search considers at `path`; with `rooms`, each marked
+        with the known rooms it leads to (θ's NetConfig.room_marks)."""
+        actions = self.useful[path]
+        leads = (self.rooms_at(path).leads(room_of(self.observation(path)), actions) if rooms
+                 else [()] * len(actions))
+        texts = [candidate_text(a, s, r) for a, s, r in zip(actions, self.seen(path), leads, strict=True)]
         return texts, self.templates(path)
 
     def reward(self, path: Path) -> float:

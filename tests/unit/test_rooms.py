@@ -1,0 +1,82 @@
+"""The episode's map of rooms (core/rooms.py): read from the environments' own phrasing, walked in search as
+if real, and the same marks on the candidates in training as in serving."""
+
+from __future__ import annotations
+
+from evoskill.common.v1.common_pb2 import Observation
+from evoskill.core.learn import episode_examples
+from evoskill.core.learn.networks import NetConfig
+from evoskill.core.reward import Scorer
+from evoskill.core.rooms import RoomMap, leads_mark, room_of, way_back
+from evoskill.core.search import SearchConfig
+from evoskill.core.search.model import SearchModel
+from evoskill.core.state_text import candidate_text
+from evoskill.platform.config import RewardSettings
+from evoskill.sandbox.host import EnvHost
+from tests.unit.test_learn_data import make_episode, make_step
+
+
+def test_the_room_is_read_from_each_environments_phrasing() -> None:
+    assert room_of(Observation(look="-= Spare Room =-\nYou arrive in a spare room.")) == "spare room"  # TextWorld
+    assert room_of(Observation(look="This room is called the art studio. In it, you see:")) == "art studio"
+    assert room_of(Observation(text="You are in the living room. You see a sofa.")) == "living room"  # TWX
+    assert room_of(Observation(look="You are in the kitchen.", text="You are in the pantry.")) == "kitchen"
+    assert room_of(Observation(text="You take the knife.")) == ""  # says nothing: no room
+
+
+def test_a_compass_move_is_undone_by_the_opposite_one() -> None:
+    assert way_back("move east") == "move west"
+    assert way_back("go northeast") == "go southwest"
+    assert way_back("take the knife") == ""
+    assert way_back("north or south") == ""  # two directions: not one move
+
+
+def test_the_first_step_of_each_shortest_known_walk_names_the_rooms_it_leads_to() -> None:
+    rooms = RoomMap()
+    rooms.learn("kitchen", "move east", "corridor")
+    rooms.learn("corridor", "move east", "backyard")
+    rooms.learn("corridor", "open door", "corridor")  # no room change: not an exit
+    rooms.learn("", "move north", "pantry")  # a room not known: nothing learned
+    # In the backyard only the way back was learned (the reverse of `move east`), yet it leads two rooms away.
+    assert rooms.leads("backyard", ["move west", "take shovel"]) == [("corridor", "kitchen"), ()]
+    assert rooms.leads("kitchen", ["move east", "move west"]) == [("corridor", "backyard"), ()]
+    assert rooms.leads("attic", ["move down"]) == [()]
+    # A step seen later overrides the assumed way back: the corridor's west door turned out to lead elsewhere.
+    rooms.learn("corridor", "move west", "cellar")
+    assert rooms.leads("corridor", ["move west", "move east"]) == [("cellar",), ("backyard",)]
+    copied = rooms.copy()
+    copied.learn("cellar", "move down", "crypt")
+    assert "crypt" not in rooms.exits and "move down" not in rooms.exits["cellar"]  # a copy's steps stay its own
+
+
+def test_the_candidate_text_carries_the_mark_only_where_rooms_are_known() -> None:
+    assert candidate_text("move west", False) == "move west"
+    assert candidate_text("move west", True, ("kitchen",)).endswith(leads_mark(["kitchen"]))
+    assert leads_mark(["kitchen", "pantry"]) == " (leads to kitchen, pantry)"
+
+
+def test_training_examples_mark_the_way_back_as_the_planner_does() -> None:
+    steps = [make_step("cook", "You are in the kitchen.", ["move east", "take knife"], 0, visits=[1, 1]),
+             make_step("cook", "You are in the corridor.", ["move west", "move east"], 0, visits=[1, 1]),
+             make_step("cook", "You are in the kitchen.", ["move east", "take knife"], 1, visits=[1, 1])]
+    first, second, third = episode_examples(make_episode("e", steps))
+    assert first.leads == ((), ())  # nothing walked yet
+    assert second.leads == (("kitchen",), ())  # the way back, before it was walked
+    assert third.leads == (("corridor",), ())
+    assert [text for text, _ in second.candidates(rooms=True)] == ["move west (leads to kitchen)", "move east"]
+    assert [text for text, _ in second.candidates()] == ["move west", "move east"]  # a θ trained without marks
+
+
+def test_search_walks_its_paths_steps_into_the_map(coin: EnvHost) -> None:
+    # CoinCollector's test game 0 starts in the kitchen; west is the living room.
+    env = SearchModel(coin.simulate, Scorer(RewardSettings()), SearchConfig(revisit_penalty=0.0))
+    env.root()
+    env.step((), env.actions(()).index("move west"))
+    texts, _ = env.candidates(("move west",), rooms=True)
+    assert candidate_text("move east", True, ("kitchen",)) in texts  # been there, and it is the kitchen
+    assert all("leads to" not in t for t in env.candidates(("move west",))[0])
+    assert env.rooms.exits == {}  # search's own walks never reach the episode's map
+
+
+def test_a_theta_saved_before_the_marks_is_served_without_them() -> None:
+    assert NetConfig.from_dict({"feature_dim": 8, "hidden": 16}).room_marks is False
