@@ -12,7 +12,7 @@ import pytest
 from evoskill.common.v1.common_pb2 import Action, Observation, Transition
 from evoskill.core.episode_record import record_step
 from evoskill.core.learn import HashingFeaturizer, SkillVocab, episode_examples, make_inputs, state_text
-from evoskill.core.state_text import candidate_text, notes_along
+from evoskill.core.state_text import candidate_text, notes_along, with_recent
 from evoskill.events.v1.events_pb2 import EpisodeCompleted, SearchTarget
 
 OBJECTS = ("apple", "carrot", "knife", "coin", "key", "lamp")
@@ -199,3 +199,14 @@ def test_a_demonstrated_unlisted_action_is_imitated_as_its_listed_equivalent() -
     step.target.actions.extend(["wait", "focus on turtle turtle"])
     (example,) = episode_examples(make_episode("e", [step], won=True))
     assert example.actions[example.taken] == "focus on turtle turtle" and example.visit_probs[example.taken] == 1.0
+
+
+def test_theta_can_read_the_last_actions_taken_as_the_planner_gives_them() -> None:
+    steps = [make_step("g", f"o{i}", ["go east", "go south"], i % 2, visits=[1, 1]) for i in range(3)]
+    examples = episode_examples(make_episode("e", steps))
+    assert [ex.recent for ex in examples] == [(), ("go east",), ("go east", "go south")]
+    assert examples[2].state(0) == (examples[2].goal, examples[2].observation)  # a θ trained without them
+    goal, seen = examples[2].state(1)
+    assert seen == with_recent(examples[2].observation, ["go south"]) and seen.endswith("You did: go south")
+    # The planner's view of the same state: its own observation and the episode's last action.
+    assert state_text(Observation(text="o2", goal="g"), "", ["go south"]) == (goal, seen)

@@ -28,8 +28,8 @@ BATCH = [
 ]
 
 
-def trained_learner(seed: int = 0, encoder: str = "mlp") -> Learner:
-    learner = Learner(encoder_featurizer(encoder), LearnerSettings(lr=3e-3),
+def trained_learner(seed: int = 0, encoder: str = "mlp", **settings: object) -> Learner:
+    learner = Learner(encoder_featurizer(encoder), LearnerSettings(lr=3e-3, **settings),
                       TrainConfig(hidden=16, skill_dim=8, max_skills=64, seed=seed, width=16))
     rng = np.random.default_rng(seed)
     batch = learner.collate([ex for i in range(4) for ex in episode_examples(take_task_episode(f"e{i}", rng))])
@@ -42,6 +42,14 @@ def trained_learner(seed: int = 0, encoder: str = "mlp") -> Learner:
 def policy_fn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> OnnxPolicyFn:
     path = trained_learner(encoder=request.param).export(tmp_path_factory.mktemp("policies"))
     return OnnxPolicyFn(OnnxPolicy(path), "v000001")
+
+
+def test_theta_is_served_reading_what_it_was_trained_to_read(tmp_path: Path) -> None:
+    plain = OnnxPolicyFn(OnnxPolicy(trained_learner().export(tmp_path / "plain")), "v000001")
+    assert (plain.room_marks, plain.recent_actions) == (False, 0)
+    path = trained_learner(room_marks=True, recent_actions=3).export(tmp_path / "marked")
+    marked = OnnxPolicyFn(OnnxPolicy(path), "v000002")
+    assert (marked.room_marks, marked.recent_actions) == (True, 3)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

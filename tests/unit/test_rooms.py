@@ -1,5 +1,6 @@
-"""The episode's map of rooms (core/rooms.py): read from the environments' own phrasing, walked in search as
-if real, and the same marks on the candidates in training as in serving."""
+"""What θ can read of the episode beyond the state: its map of rooms (core/rooms.py), read from the
+environments' own phrasing and walked in search as if real, with the same marks on the candidates in training
+as in serving; and its last actions, the path's own after the episode's."""
 
 from __future__ import annotations
 
@@ -80,3 +81,9 @@ def test_search_walks_its_paths_steps_into_the_map(coin: EnvHost) -> None:
 
 def test_a_theta_saved_before_the_marks_is_served_without_them() -> None:
     assert NetConfig.from_dict({"feature_dim": 8, "hidden": 16}).room_marks is False
+
+
+def test_search_reads_the_episodes_last_actions_then_the_paths_own(coin: EnvHost) -> None:
+    env = SearchModel(coin.simulate, Scorer(RewardSettings()), SearchConfig(), taken=("open door", "move east"))
+    assert env.recent_at(("move west",), 2) == ("move east", "move west")
+    assert env.recent_at(("move west",), 0) == ()

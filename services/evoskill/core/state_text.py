@@ -3,8 +3,9 @@
 
 What θ reads of a state: the goal, with the notes the agent has taken so far (the text of the last
 document it read: a recipe, instructions); the feedback, room and inventory; and each candidate action,
-marked where it leads back to a state the episode has already been in. The notes and the marks are
-the episode's memory: a state's own text shows only the present.
+marked where it leads back to a state the episode has already been in; where θ was trained so, the
+last actions taken and the rooms each candidate leads to. The notes, the actions and the marks are the
+episode's memory: a state's own text shows only the present.
 """
 
 from __future__ import annotations
@@ -17,15 +18,23 @@ from evoskill.core.rooms import leads_mark
 NOTE_VERBS = ("read",)  # actions whose feedback is worth keeping: the document that was read
 SEEN_MARK = " (been there)"
 NOTES_HEADER = "\nNotes: "  # between the goal and the notes in the goal text
+RECENT_HEADER = "You did: "  # before the last actions taken, after the observation
+MAX_RECENT = 8  # the most last actions θ reads (learner.recent_actions)
 
 
-def state_text(observation: Observation, notes: str = "") -> tuple[str, str]:
+def state_text(observation: Observation, notes: str = "", recent: Sequence[str] = ()) -> tuple[str, str]:
     """(goal and notes, observation text) of a state: the feedback, then the room and the inventory where
-    the adapter gives them (the feedback alone rarely says where the agent is)."""
+    the adapter gives them (the feedback alone rarely says where the agent is), then the `recent` actions."""
     parts = [observation.text]
     parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
     goal = f"{observation.goal}{NOTES_HEADER}{notes}" if notes else observation.goal
-    return goal, "\n".join(p for p in parts if p)
+    return goal, with_recent("\n".join(p for p in parts if p), recent)
+
+
+def with_recent(observation_text: str, recent: Sequence[str]) -> str:
+    """The observation text followed by the last actions taken, oldest first: where a goal is a list of
+    instructions ("go east. Then, move south. ...") they say how far along it the episode is."""
+    return f"{observation_text}\n{RECENT_HEADER}{'; '.join(recent)}" if recent else observation_text
 
 
 def is_note(action: str) -> bool:

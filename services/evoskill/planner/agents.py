@@ -34,7 +34,7 @@ from evoskill.core.search.mcts import SearchOutOfTime
 from evoskill.core.search.model import ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
 from evoskill.core.search.types import Evaluation
-from evoskill.core.state_text import state_text
+from evoskill.core.state_text import MAX_RECENT, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage
@@ -75,7 +75,8 @@ class AgentTools:
         dynamics = getattr(policy, "dynamics", None) if config.curiosity_weight > 0 else None
         return SearchModel(sandbox_simulate(self.sandbox, step.session_id, deadline), self.score, config,
                            frozenset(step.memory.visited), step.memory.notes,
-                           [theta(policy)] if policy is not None else [], step.memory.rooms, cancelled=self.stop.is_set,
+                           [theta(policy)] if policy is not None else [], step.memory.rooms,
+                           tuple(step.memory.taken[-MAX_RECENT:]), cancelled=self.stop.is_set,
                            propose=propose, dynamics=dynamics)
 
     def llm_advisor(self, step: Step, recalled: Recalled) -> LlmAdvisor | None:

@@ -61,6 +61,7 @@ class OnnxPolicyFn:
         self.version = version
         self.dynamics = policy.dynamics
         self.room_marks = bool(policy.net_config.get("room_marks", False))  # θ reads the rooms candidates lead to
+        self.recent_actions = int(policy.net_config.get("recent_actions", 0))  # and the state with its last actions
 
     def __call__(
         self, batch: Sequence[tuple[str, str, Sequence[str], Sequence[str]]]

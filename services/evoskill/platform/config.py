@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from evoskill.core.errors import InvalidInput
 from evoskill.core.memory.retrieval import PROFILES, Weights
 from evoskill.core.search_config import SearchConfig
+from evoskill.core.state_text import MAX_RECENT
 
 SERVICES = ("sandbox", "reward", "memory", "planner", "learner", "orchestrator")
 
@@ -299,6 +300,11 @@ class LearnerSettings(_Group):
         False, description="θ reads the episode's map: each candidate that begins the shortest known walk to rooms "
         "the episode has been in names them, ' (leads to kitchen)' (core/rooms.py); recorded with θ, so a θ "
         "trained without the marks is served without them"
+    )
+    recent_actions: int = Field(
+        0, ge=0, le=MAX_RECENT, description="θ reads each state with this many of the episode's last actions "
+        "('You did: go east; open door'), so a goal given as a list of instructions says how far along it the "
+        "episode is (core/state_text.py); recorded with θ; 0 = none"
     )
     kept_weights: int = Field(
         16, ge=1, description="Published versions whose torch weights the learner keeps, so a Train can start "

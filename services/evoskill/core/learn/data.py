@@ -24,7 +24,7 @@ from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
 from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
 from evoskill.core.rooms import RoomMap, room_of
-from evoskill.core.state_text import candidate_text, notes_after, state_text
+from evoskill.core.state_text import MAX_RECENT, candidate_text, notes_after, state_text, with_recent
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted
 
@@ -77,6 +77,11 @@ class Example:
     # (core/reward/curiosity.py); () = unknown
     transition: tuple[str, ...] = field(default=())
     leads: tuple[tuple[str, ...], ...] = field(default=())  # per action: the known rooms it leads to (core/rooms.py)
+    recent: tuple[str, ...] = field(default=())  # the episode's last actions before this step (≤ MAX_RECENT)
+
+    def state(self, recent: int = 0) -> tuple[str, str]:
+        """(goal text, observation text) θ reads, with the `recent` last actions where its NetConfig says so."""
+        return self.goal, with_recent(self.observation, self.recent[-recent:] if recent else ())
 
     def candidates(self, keep: Sequence[int] | np.ndarray | None = None,
                    rooms: bool = False) -> list[tuple[str, str]]:
@@ -109,12 +114,15 @@ def episode_examples(
     examples: list[Example] = []
     notes = ""  # what the agent has read so far, as the planner tracked it while playing
     rooms = RoomMap()  # the rooms it has walked through, as the planner's EpisodeMemory keeps them
+    taken_so_far: list[str] = []  # the actions before each step, as EpisodeMemory.taken
     for (before, step), ret, taken_template in zip(steps_with_states(episode), returns, taken_templates, strict=True):
         target, taken_text = step.target, step.action.text
         notes_before, notes = notes, notes_after(notes, taken_text, step.observation.text)
         room = room_of(before)
         leads = tuple(rooms.leads(room, target.actions or (taken_text,)))
         rooms.learn(room, taken_text, room_of(step.observation))
+        recent = tuple(taken_so_far[-MAX_RECENT:])
+        taken_so_far.append(taken_text)
         actions = tuple(target.actions)
         if not actions and taken_text:
             actions = (taken_text,)
@@ -161,6 +169,7 @@ def episode_examples(
                 seen=tuple(target.seen) if len(target.seen) == n else (),
                 transition=(before.text, taken_text, step.observation.text),
                 leads=leads if len(leads) == n else (),
+                recent=recent,
             )
         )
     return examples

@@ -47,6 +47,7 @@ class NetConfig:
     heads: int = 2  # reader: attention heads
     train_tokens: bool = False  # reader: fine-tune the token table (frozen: unseen words stay comparable)
     room_marks: bool = False  # the candidates θ reads carry the rooms they lead to (core/rooms.py)
+    recent_actions: int = 0  # θ reads the state with this many last actions taken (core/state_text.py)
 
     @property
     def state_dim(self) -> int:

@@ -32,12 +32,14 @@ PolicyFn = Callable[[Sequence[tuple[str, str, Sequence[str], Sequence[str]]]], t
 
 def theta(policy: PolicyFn) -> Advice:
     """θ's priors and value; each state as the learner saw it in training (`state_text`: feedback, room,
-    inventory, notes; `candidate_text`: the candidates marked where they lead back to a visited state, and
-    with the rooms they lead to where θ was trained so)."""
+    inventory, notes, and the last actions where θ was trained so; `candidate_text`: the candidates marked
+    where they lead back to a visited state, and with the rooms they lead to where θ was trained so)."""
 
     def advise(model: SearchModel, states: Sequence[Path], evaluation: Evaluation) -> Evaluation:
-        rooms = bool(getattr(policy, "room_marks", False))  # as θ was trained (NetConfig.room_marks)
-        inputs = [(*state_text(model.observation(s), model.notes_at(s)), *model.candidates(s, rooms)) for s in states]
+        rooms = bool(getattr(policy, "room_marks", False))  # as θ was trained (NetConfig.room_marks, recent_actions)
+        recent = int(getattr(policy, "recent_actions", 0))
+        inputs = [(*state_text(model.observation(s), model.notes_at(s), model.recent_at(s, recent)),
+                   *model.candidates(s, rooms)) for s in states]
         logits, values = policy(inputs)
         if evaluation.logits is not None:
             logits = [np.asarray(prior) + row for prior, row in zip(evaluation.logits, logits, strict=True)]

@@ -76,6 +76,7 @@ class SearchModel:
     notes: str = ""  # what the episode has read so far (θ's state text carries it)
     advice: list[Advice] = field(default_factory=list)
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms the episode has walked through (core/rooms.py)
+    taken: tuple[str, ...] = ()  # the episode's last actions (≤ state_text.MAX_RECENT), oldest first
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
     useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
@@ -140,6 +141,10 @@ class SearchModel:
         the path has been in; False where the child was never stepped (too many actions to prefetch)."""
         return [(*path, a) in self.nodes and self._visited_before((*path, a))
                 for a in (self.useful[path] if actions is None else actions)]
+
+    def recent_at(self, path: Path, k: int) -> tuple[str, ...]:
+        """The last `k` actions at `path`: the episode's, then the path's own."""
+        return (*self.taken, *path)[-k:] if k else ()
 
     def rooms_at(self, path: Path) -> RoomMap:
         """The episode's map of rooms with the path's own steps walked, as if they were real."""
