@@ -7,11 +7,12 @@ from __future__ import annotations
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.learn import episode_examples
 from evoskill.core.learn.networks import NetConfig
+from evoskill.core.learn.tokens import TokenFeaturizer
 from evoskill.core.reward import Scorer
 from evoskill.core.rooms import RoomMap, leads_mark, room_of, way_back
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.model import SearchModel
-from evoskill.core.state_text import candidate_text
+from evoskill.core.state_text import SEEN_MARK, candidate_text
 from evoskill.platform.config import RewardSettings
 from evoskill.sandbox.host import EnvHost
 from tests.unit.test_learn_data import make_episode, make_step
@@ -51,8 +52,11 @@ def test_the_first_step_of_each_shortest_known_walk_names_the_rooms_it_leads_to(
 
 
 def test_the_candidate_text_carries_the_mark_only_where_rooms_are_known() -> None:
+    # The reader takes the seen mark off the end as a feature and reads the rooms as the candidate's words.
+    ids, seen = TokenFeaturizer("hash").candidate(candidate_text("move west", True, ("kitchen",)))
+    assert seen and len(ids) == len(TokenFeaturizer("hash").candidate("move west (leads to kitchen)")[0])
     assert candidate_text("move west", False) == "move west"
-    assert candidate_text("move west", True, ("kitchen",)).endswith(leads_mark(["kitchen"]))
+    assert candidate_text("move west", True, ("kitchen",)) == "move west" + leads_mark(["kitchen"]) + SEEN_MARK
     assert leads_mark(["kitchen", "pantry"]) == " (leads to kitchen, pantry)"
 
 

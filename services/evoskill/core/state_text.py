@@ -60,4 +60,5 @@ def candidate_text(action: str, seen: bool, leads: Sequence[str] = ()) -> str:
     been in (without the mark a greedy θ walks between two rooms forever), and with the known rooms it
     leads toward where θ reads the episode's map (`core.rooms`); learner, planner search and θ alone all
     use it."""
-    return (action + SEEN_MARK if seen else action) + leads_mark(leads)
+    # The seen mark last: the reader takes it off the end as a feature (learn/tokens.py); the rooms are read.
+    return action + leads_mark(leads) + (SEEN_MARK if seen else "")
