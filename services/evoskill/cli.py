@@ -219,7 +219,9 @@ def _up_detached(settings: Settings, replicas: str) -> None:
     with log_path.open("ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-    deadline = time.monotonic() + 180
+    # The supervisor waits stack.start_timeout_s for the services' health; this waits for it, a minute more.
+    wait_s = settings.stack.start_timeout_s + 60
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             lines = log_path.read_text(errors="replace").strip().splitlines()
@@ -231,8 +233,14 @@ def _up_detached(settings: Settings, replicas: str) -> None:
             console.print(f"[green]stack is up[/green] (supervisor pid {process.pid}); `evoskill down` stops it")
             return
         time.sleep(0.5)
-    process.terminate()
-    _fail("the stack did not come up within 180 s; see " + str(log_path))
+    # SIGINT, not SIGTERM: the starting supervisor stops what it started on an interrupt (Stack.start), and this
+    # waits for that, so a retry does not find Qdrant's folder still locked by an orphaned memory service.
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=settings.stack.start_timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    _fail(f"the stack did not come up within {wait_s:.0f} s (stack.start_timeout_s + 60); see {log_path}")
 
 
 @app.command()

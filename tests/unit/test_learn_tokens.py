@@ -6,8 +6,18 @@ import numpy as np
 import pytest
 
 from evoskill.core.learn import TokenFeaturizer, text_encoder_from_spec
-from evoskill.core.learn.tokens import GOAL, INVENTORY, MATCH_FEATURES, NOTES, OBSERVATION, START
+from evoskill.core.learn.tokens import (
+    GOAL,
+    GOAL_TOKENS,
+    INVENTORY,
+    LEGACY_GOAL_TOKENS,
+    MATCH_FEATURES,
+    NOTES,
+    OBSERVATION,
+    START,
+)
 from evoskill.core.state_text import candidate_text
+from evoskill.platform.config import LearnerSettings
 
 GOAL_TEXT = "Cook a meal.\nNotes: Ingredients:\n  red potato\nDirections:\n  slice the red potato\n  fry the carrot"
 OBS_TEXT = "You see a red potato and a carrot.\nInventory:\n  a knife"
@@ -72,7 +82,7 @@ def test_spec_round_trip_and_bad_vocabulary() -> None:
     f = TokenFeaturizer("hash", dim=8, buckets=64)
     again = text_encoder_from_spec(f.spec)
     assert isinstance(again, TokenFeaturizer) and again.spec == f.spec == {
-        "kind": "tokens", "vocab": "hash", "dim": 8, "buckets": 64}
+        "kind": "tokens", "vocab": "hash", "dim": 8, "buckets": 64, "goal_tokens": GOAL_TOKENS}
     assert again.ids("slice the red potato") == f.ids("slice the red potato")  # stable across processes
     with pytest.raises(ValueError, match="unknown token vocabulary"):
         TokenFeaturizer("bytes")
@@ -84,3 +94,13 @@ def test_minilm_table_starts_from_its_embeddings() -> None:
     assert table.shape == (f.vocab_size, 16) and np.allclose(table.std(0), 1.0, atol=1e-3)
     roast, roasted, piano = (table[f.ids(w)[0]] for w in ("roast", "roasted", "piano"))
     assert np.linalg.norm(roast - roasted) < np.linalg.norm(roast - piano)
+
+
+def test_the_goal_is_read_up_to_the_cap_its_theta_records() -> None:
+    goal = " ".join(f"word{i}" for i in range(150))
+    assert LearnerSettings().reader_goal_tokens == GOAL_TOKENS  # the setting's default is the featuriser's
+    new = TokenFeaturizer("hash", dim=8, buckets=64)
+    assert int((new.state(goal, "").seg == GOAL).sum()) == 150 and new.spec["goal_tokens"] == GOAL_TOKENS
+    old = TokenFeaturizer.from_spec({"kind": "tokens", "vocab": "hash", "dim": 8, "buckets": 64})  # before the cap
+    assert int((old.state(goal, "").seg == GOAL).sum()) == LEGACY_GOAL_TOKENS
+    assert TokenFeaturizer.from_spec(TokenFeaturizer("hash", 8, 64, goal_tokens=20).spec).spec["goal_tokens"] == 20

@@ -78,7 +78,7 @@ class PolicyTrainer:
         self.registry = PolicyRegistry(root / "policies")
         featurizer: TextEncoder
         if ls.encoder == "reader":
-            featurizer = TokenFeaturizer(ls.reader_tokens)
+            featurizer = TokenFeaturizer(ls.reader_tokens, goal_tokens=ls.reader_goal_tokens)
         else:
             spec = {"kind": "hash", "dim": ls.feature_dim} if ls.featurizer == "hash" else {"kind": "minilm"}
             featurizer = featurizer_from_spec(spec, cache_dir=feature_cache_dir(settings.state_dir))

@@ -285,6 +285,10 @@ class LearnerSettings(_Group):
         "minilm", description="Tokens of the reader: all-MiniLM-L6-v2's word pieces (table initialised from its "
         "embeddings) or hashed words (random table, no model files)"
     )
+    reader_goal_tokens: int = Field(  # = core/learn/tokens.GOAL_TOKENS (importing it here would import torch)
+        192, ge=1, description="The reader reads this many of the goal's tokens (recorded with θ; a θ "
+        "recorded before the setting read 48, which cut TextWorld's instruction lists off halfway)"
+    )
     reader_width: int = Field(64, description="Token representation width of the reader")
     reader_layers: int = Field(
         0, description="Cross-attention layers of the reader, from every candidate token to all the state's (0: "

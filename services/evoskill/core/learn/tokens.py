@@ -36,8 +36,12 @@ START, GOAL, NOTES, OBSERVATION, INVENTORY = 1, 2, 3, 4, 5  # segment ids; 0 = p
 NUM_SEGMENTS = 6
 MATCH_FEATURES = ("in goal", "in notes", "in observation", "in inventory", "pair in notes", "pair in observation",
                   "notes line coverage", "observation line coverage", "first token", "been there")
-# Tokens kept per segment: the room and the notes matter most; a long feedback must not crowd them out.
-SEGMENT_CAPS = {GOAL: 48, NOTES: 160, OBSERVATION: 320, INVENTORY: 64}
+# Tokens kept per segment: the room and the notes matter most; a long feedback must not crowd them out. The
+# goal's is the featuriser's `goal_tokens`: 48 cut TextWorld's instruction lists and ScienceWorld's longer
+# tasks off halfway ("… focus on the blue box. If …"), and a θ recorded before it was a setting read 48.
+SEGMENT_CAPS = {NOTES: 160, OBSERVATION: 320, INVENTORY: 64}
+GOAL_TOKENS = 192  # the default goal cap of a new θ (learner.reader_goal_tokens)
+LEGACY_GOAL_TOKENS = 48  # the goal cap of a θ whose spec records none
 CANDIDATE_CAP = 16
 NOTE_LINES = 3  # notes clauses each candidate reads in full ("slice the red potato", "roast the red potato", ...)
 # The line that starts an inventory listing (TextWorldExpress, TextWorld, ScienceWorld).
@@ -64,10 +68,14 @@ class TokenInputs(NamedTuple):
 class TokenFeaturizer:
     """Tokenises states and candidates (ids cached by text) and builds `TokenInputs`."""
 
-    def __init__(self, vocab: str = "minilm", dim: int = 64, buckets: int = 8192, cache_size: int = 100_000) -> None:
+    def __init__(self, vocab: str = "minilm", dim: int = 64, buckets: int = 8192, cache_size: int = 100_000,
+                 goal_tokens: int = GOAL_TOKENS) -> None:
         if dim < 2:
             raise ValueError("dim must be at least 2")
+        if goal_tokens < 1:
+            raise ValueError("goal_tokens must be at least 1")
         self.vocab, self._dim = vocab, dim
+        self._caps = SEGMENT_CAPS | {GOAL: goal_tokens}
         tokenize: Callable[[str], tuple[int, ...]]
         if vocab == "minilm":
             from tokenizers import Tokenizer
@@ -105,12 +113,14 @@ class TokenFeaturizer:
 
     @property
     def spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {"kind": "tokens", "vocab": self.vocab, "dim": self._dim}
+        spec: dict[str, Any] = {"kind": "tokens", "vocab": self.vocab, "dim": self._dim,
+                                "goal_tokens": self._caps[GOAL]}
         return spec | ({"buckets": self._buckets} if self.vocab == "hash" else {})
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> TokenFeaturizer:
-        return cls(str(spec.get("vocab", "minilm")), int(spec.get("dim", 64)), int(spec.get("buckets", 8192)))
+        return cls(str(spec.get("vocab", "minilm")), int(spec.get("dim", 64)), int(spec.get("buckets", 8192)),
+                   goal_tokens=int(spec.get("goal_tokens", LEGACY_GOAL_TOKENS)))
 
     def initial_table(self, seed: int = 0) -> np.ndarray:
         """The token table θ starts from [vocab_size, dim]: MiniLM's embeddings by PCA, or random."""
@@ -138,7 +148,7 @@ class TokenFeaturizer:
         ids, segs, clauses = [self.start], [START], [1]
         by_seg: dict[int, list[tuple[int, tuple[int, ...]]]] = {}  # segment -> [(clause number, tokens)]
         for seg, text in parts:
-            room = SEGMENT_CAPS[seg]
+            room = self._caps[seg]
             for piece in _CLAUSE.findall(text):
                 tokens = self.ids(piece)[:room]
                 if not tokens:
