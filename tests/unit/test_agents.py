@@ -192,3 +192,46 @@ def test_an_action_repeated_without_progress_is_charged_even_where_no_state_repe
     assert memory.times_taken("room-9", "look around") == 1  # in a row only: another action came between
     memory.record("room-5", "look around", "a stove", score=0.2)
     assert memory.times_taken("room-5", "look around") == 2  # here the tried count says the same
+
+
+class ScriptedSandbox:
+    """A root whose children are (done, won, score) as given, answered as the sandbox's Simulate answers."""
+
+    def __init__(self, children: dict[str, tuple[bool, bool, float]]) -> None:
+        from tests.unit.test_search_model import scripted
+
+        self.simulate, self.probed = scripted(children), []
+
+    def Simulate(self, request: sandbox_pb2.SimulateRequest, timeout: float | None = None) -> sandbox_pb2.SimulateReply:
+        self.probed += [tuple(p.actions) for p in request.probes]
+        results, steps = self.simulate(list(request.probes), request.gamma)
+        return sandbox_pb2.SimulateReply(results=results, env_steps=steps)
+
+
+def loves(action: str) -> PolicyFn:
+    """A sure θ: `action` by far, whatever it reads."""
+    return lambda batch: ([np.array([9.0 if a == action else 0.0 for a in actions]) for _, _, actions, _ in batch],
+                          np.zeros(len(batch)))
+
+
+@pytest.mark.parametrize("trigger", [0.0, 0.99])  # search decides / θ is sure enough to act unsearched
+@pytest.mark.parametrize("prune", [True, False])
+def test_search_never_takes_a_step_it_saw_lose_while_another_remains(trigger: float, prune: bool) -> None:
+    """A large root (children not prefetched, as on ScienceWorld) and a θ sure of an action that ends the game."""
+    children = {"focus on egg turtle": (True, False, 0.0), "look around": (False, False, 0.2),
+                "focus on egg parrot": (False, False, 0.5)}
+    sandbox = ScriptedSandbox(children)
+    settings = SearchConfig(prefetch_children=0, prune_losses=prune, entropy_trigger=trigger, dirichlet_weight=0.0)
+    agents = AgentTools(sandbox, settings, Scorer(RewardSettings()))
+    observation = common_pb2.Observation(text="outside", valid_actions=list(children), score=0.2)
+    config = planner_pb2.SearchConfig(agent="policy+mcts", num_simulations=4)
+    decision = SearchAgent(agents, config, "sciworld:identify-life-stages-1", loves("focus on egg turtle")).act(
+        Step("s", observation, 0, 1, EpisodeMemory(seed=1)))
+    assert decision is not None
+    if not prune:
+        assert decision.action == "focus on egg turtle"  # θ's choice, taken all the same
+        return
+    assert ("focus on egg turtle",) in sandbox.probed  # stepped, by the search or before the real step
+    assert decision.action == "look around"  # the next by search's visits, or by θ (a tie: the listed order) ...
+    target = {a: p for a, p in zip(decision.target.actions, decision.target.visit_probs, strict=False)}
+    assert target.get("focus on egg turtle", 0.0) == 0.0  # ... and the learner is not taught the loss

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,9 @@ import pytest
 
 from evoskill.core.errors import InvalidInput
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search, warm_up
-from evoskill.core.search.mcts import SearchCancelled
+from evoskill.core.search.mcts import SearchCancelled, SearchResult
+from evoskill.core.search.tree import Tree
+from evoskill.core.search.types import SearchStats
 
 QUIET = {"dirichlet_weight": 0.0, "early_stop_fraction": None}
 
@@ -180,3 +183,16 @@ def test_a_cancelled_search_ends_before_its_next_round() -> None:
     with pytest.raises(SearchCancelled, match="after 1 of 50 simulations"):
         search(Root(0, 1, key=0), chain.step, SearchConfig(num_simulations=50, batch_size=1, **QUIET),  # type: ignore[arg-type]
                chain.evaluate, cancelled=cancelled)
+
+
+def test_a_result_without_ruled_out_actions_teaches_none_of_them() -> None:
+    puct = SearchResult(0, np.array([5, 1, 2, 0]), np.full(4, np.nan), np.array([0.7, 0.1, 0.1, 0.1]), 0.0,
+                        SearchStats(0, 0, 0, 0, 0, 0, 0, False, 0.0), Tree(1, 1), [])
+    assert puct.preference() == [0, 2, 1, 3]  # the chosen one, then by visits, ties by prior
+    dropped = np.array([True, False, False, False])
+    pruned = puct.without(dropped, 2)
+    assert pruned.action == 2 and pruned.visit_counts.tolist() == [0, 1, 2, 0] and pruned.policy_target is None
+    gumbel = replace(puct, policy_target=np.array([0.6, 0.1, 0.3, 0.0]))
+    assert gumbel.preference() == [0, 2, 1, 3]
+    assert np.allclose(gumbel.without(dropped, 2).policy_target, [0.0, 0.25, 0.75, 0.0])
+    assert gumbel.without(np.array([True, True, True, True]), 0).policy_target is None  # nothing left to teach

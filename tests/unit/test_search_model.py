@@ -271,11 +271,14 @@ def scripted(children: dict[str, tuple[bool, bool, float]]):  # type: ignore[no-
                 out.append(sandbox_pb2.ProbeResult(observation=obs, state_key="root",
                                                    templates=list(children)))
                 continue
-            done, won, score = children[probe.actions[-1]]
-            obs = Observation(text=probe.actions[-1], done=done, won=won, score=score,
+            done, won, score = children[probe.actions[0]]  # and "wait" after it changes nothing
+            obs = Observation(text=probe.actions[0], done=done, won=won, score=score,
                               valid_actions=[] if done else ["wait"])
-            out.append(sandbox_pb2.ProbeResult(observation=obs, state_key="/".join(probe.actions),
-                                               templates=[] if done else ["wait"]))
+            before = Observation(text="a kitchen", score=0.2)
+            transition = Transition(action=Action(text=probe.actions[-1]), before=before, after=obs,
+                                    env_reward=score - before.score)
+            out.append(sandbox_pb2.ProbeResult(observation=obs, state_key=probe.actions[0],
+                                               templates=[] if done else ["wait"], transition=transition))
         return out, len(probes)
 
     return simulate
@@ -292,3 +295,25 @@ def test_a_child_that_loses_at_once_is_not_a_candidate_where_another_remains(pru
     only_losses = SearchModel(scripted({"burn it": (True, False, 0.0)}), SCORE, SearchConfig())
     only_losses.root()
     assert list(only_losses.actions(())) == ["burn it"]  # nothing else to do: it stays
+
+
+def test_the_real_step_takes_the_first_preferred_action_not_seen_to_lose() -> None:
+    children = {"focus on egg": (True, False, 0.0), "burn it": (True, False, 0.2), "open jar": (False, False, 0.2),
+                "eat meal": (True, True, 1.0)}
+    calls: list[int] = []
+    simulate = scripted(children)
+
+    def counting(probes: list[sandbox_pb2.Probe], gamma: float) -> tuple[Any, int]:
+        calls.append(len(probes))
+        return simulate(probes, gamma)
+
+    env = SearchModel(counting, SCORE, SearchConfig(prefetch_children=0))  # a large root: nothing prefetched
+    env.root()
+    assert list(env.actions(())) == list(children) and len(env.nodes) == 1
+    assert env.safe_choice([0, 1, 2, 3], tries=4) == 2  # the two losses stepped and passed over, then "open jar"
+    assert calls[1:] == [1, 1, 1] and env.losing().tolist() == [True, True, False, False]
+    assert env.safe_choice([3, 0], tries=4) == 3  # a win is not a loss
+    fresh = SearchModel(scripted(children), SCORE, SearchConfig(prefetch_children=0))
+    fresh.root()
+    assert fresh.safe_choice([0, 1, 2], tries=1) == 1  # out of tries: the next one is not known to lose
+    assert fresh.safe_choice([1, 0], tries=4) == 1 and fresh.losing()[:2].tolist() == [True, True]  # each loses

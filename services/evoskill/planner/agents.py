@@ -50,6 +50,9 @@ Recalled = Callable[[], list[memory_pb2.ScoredExperience]]  # waits for a retrie
 # the memory service's embedding and query overlap the environment's time instead of adding to it.
 _RETRIEVALS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memory-recall")
 RETRIEVE_TIMEOUT_S = 10.0  # memory is advice: a retrieval slower than this costs the step its hints
+# Root actions a real step may step after its search to find one that does not lose at once (a replay each on
+# ScienceWorld): a sharp θ's first few choices, not a search of its own.
+SAFE_TRIES = 4
 
 
 @dataclass
@@ -277,15 +280,15 @@ class SearchAgent:
             if config.novelty_weight:
                 env.advice.append(novelty(step.memory.visited.__getitem__, step.memory.times_taken,
                                           config.novelty_weight))
-            decision = self._decide(env, config, late, span)
+            decision = self._decide(env, config, late, span, step)
         log_rejected(env)
         decision.llm = usage if advisor is not None else None
         return decision
 
-    def _decide(self, env: SearchModel, config: SearchConfig, late: bool, span: Any) -> Decision:
+    def _decide(self, env: SearchModel, config: SearchConfig, late: bool, span: Any, step: Step) -> Decision:
         triggered = self.policy is not None and config.entropy_trigger > 0
         if triggered:
-            sure = self._if_sure(env, config)
+            sure = self._if_sure(env, config, step)
             if sure is not None:
                 span.set_attribute("evoskill.simulations", 0)
                 return sure
@@ -297,39 +300,57 @@ class SearchAgent:
         if result is None or result.stats.simulations == 0:
             # The environment had no time for one simulation (a slow, replay-only one on a loaded machine):
             # the step acts on the root's prior, θ's where it advises, and the episode goes on.
-            return self._on_prior(env, env.advise([()]), timed_out=True)
+            return self._on_prior(env, env.advise([()]), step, config, timed_out=True)
         actions = list(env.actions(()))  # the candidates search considered (no-ops dropped)
+        if config.prune_losses:
+            safe = self._safe_choice(env, step, result.preference())
+            if safe != result.action:
+                result = result.without(env.losing(), safe)
         chosen = actions[result.action]
-        return Decision(chosen, search_target(result, env), search_reply(result, actions, chosen),
+        target = search_target(result, env) if result.visit_counts.sum() else prior_target(env)
+        return Decision(chosen, target, search_reply(result, actions, chosen),
                         env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value),
                         exploration=CURIOSITY if env.curiosity_chose(result) else UNCERTAIN if triggered else "")
 
-    def _if_sure(self, env: SearchModel, config: SearchConfig) -> Decision | None:
+    def _if_sure(self, env: SearchModel, config: SearchConfig, step: Step) -> Decision | None:
         """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
         (`entropy_trigger`); None where search should decide."""
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
         if needs_search(logits, config.entropy_trigger):
             return None
-        return self._on_prior(env, evaluation)
+        return self._on_prior(env, evaluation, step, config)
 
-    @staticmethod
-    def _on_prior(env: SearchModel, evaluation: Evaluation, timed_out: bool = False) -> Decision:
-        """The root prior's argmax (the first candidate where nothing advises), unsearched. The step's target
-        has no visits: the learner reads it as the action taken, as for θ alone."""
+    def _on_prior(self, env: SearchModel, evaluation: Evaluation, step: Step, config: SearchConfig,
+                  timed_out: bool = False) -> Decision:
+        """The root prior's argmax (the first candidate where nothing advises), unsearched, or with
+        `prune_losses` the first by prior not seen to lose at once (`_safe_choice`). The step's target has no
+        visits: the learner reads it as the action taken, as for θ alone."""
         actions = list(env.actions(()))
         logits = np.asarray(evaluation.logits[0] if evaluation.logits is not None else np.zeros(len(actions)))
         priors = np.exp(logits - np.max(logits))
-        chosen = actions[int(np.argmax(logits))]
+        order = np.argsort(-logits, kind="stable").tolist()
+        chosen = actions[self._safe_choice(env, step, order) if config.prune_losses else order[0]]
         root = env.nodes[()]
-        listed = env.listed(())
-        target = events_pb2.SearchTarget(actions=listed, templates=env.templates((), listed), seen=env.seen((), listed))
+        target = prior_target(env)
         reply = planner_pb2.SearchReply(
             action=chosen, root=[planner_pb2.ActionStat(action=a, prior=float(p))
                                  for a, p in zip(actions, priors / priors.sum(), strict=True)],
             stats=planner_pb2.TreeStats(env_steps=env.env_steps, timed_out=timed_out))
         return Decision(chosen, target, reply, root.state_key, env.env_steps, env.env_seconds,
                         float(evaluation.values[0]))
+
+    def _safe_choice(self, env: SearchModel, step: Step, order: list[int]) -> int:
+        """`SearchModel.safe_choice` once the search is over: its probes are the real step's, outside the
+        search's time budget (one replay each, at most SAFE_TRIES)."""
+        env.simulate = sandbox_simulate(self.tools.sandbox, step.session_id)
+        return env.safe_choice(order, SAFE_TRIES)
+
+
+def prior_target(env: SearchModel) -> events_pb2.SearchTarget:
+    """The root's candidates without search statistics: the learner reads the step as the action taken."""
+    listed = env.listed(())
+    return events_pb2.SearchTarget(actions=listed, templates=env.templates((), listed), seen=env.seen((), listed))
 
 
 @dataclass

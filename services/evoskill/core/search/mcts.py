@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,23 @@ class SearchResult:
 
     def principal_variation(self) -> list[int]:
         return self.tree.principal_variation(0)
+
+    def preference(self) -> list[int]:
+        """The root actions, the chosen one first, then by the policy target (Gumbel's) or visits, ties by prior."""
+        rank = self.visit_counts if self.policy_target is None else self.policy_target
+        rest = sorted((a for a in range(len(self.priors)) if a != self.action),
+                      key=lambda a: (-float(rank[a]), -float(self.priors[a]), a))
+        return [self.action, *rest] if self.action >= 0 else rest
+
+    def without(self, dropped: np.ndarray, action: int) -> SearchResult:
+        """This result with the root actions `dropped` marks given no visits and no share of the policy target,
+        and `action` chosen: what the learner reads once the step has ruled those out."""
+        target = self.policy_target
+        if target is not None:
+            kept = np.where(dropped, 0.0, target)
+            target = kept / kept.sum() if kept.sum() > 0 else None
+        return replace(self, action=action, visit_counts=np.where(dropped, 0, self.visit_counts),
+                       policy_target=target)
 
 
 def _templates(templates: Any, num_actions: int) -> np.ndarray:

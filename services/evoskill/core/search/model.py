@@ -187,6 +187,26 @@ class SearchModel:
         bonuses = [self.config.curiosity_weight * self.surprise.get((a,), 0.0) for a in self.actions(())]
         return curiosity_changed(result.q_values, np.asarray(bonuses), result.action)
 
+    def losing(self, path: Path = ()) -> np.ndarray:
+        """Per action search considers at `path`: its child was stepped and ends the episode lost at once."""
+        return np.asarray([(*path, a) in self.nodes and self._loses((*path, a)) for a in self.useful[path]], bool)
+
+    def safe_choice(self, order: Sequence[int], tries: int) -> int:
+        """The first root action of `order` (most preferred first) not seen to lose at once, each one not stepped
+        yet stepped now, up to `tries` of them: `prune_losses` at the real step. The root of a large node keeps
+        its losers as candidates (its children are not prefetched), a sharp prior can give a child every visit
+        after it was seen to lose, and a step taken on the prior alone was never looked at. An action left
+        unstepped is not known to lose; where each one loses, order[0]."""
+        stepped = 0
+        for i in order:
+            path = (self.useful[()][i],)
+            if path not in self.nodes and stepped < tries:
+                self._step_paths([path])
+                stepped += 1
+            if path not in self.nodes or not self._loses(path):
+                return i
+        return order[0]
+
     # -- `search`'s callables -------------------------------------------------------------------------
     def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition | None]:
         """The edges' transitions; None where the search's time ran out before the edge was stepped."""
