@@ -111,8 +111,9 @@ class SearchConfig(BaseModel):
     prune_losses: bool = Field(
         True, description="Search drops a stepped child that ends the episode lost at once (done, not won, no score "
         "gained) while another candidate remains: in a deterministic world its outcome is known, and at a small "
-        "budget under virtual loss the prior's favourite can take every visit before its loss is backed up. θ "
-        "alone keeps them (it is θ's choice, not a lookahead's)",
+        "budget under virtual loss the prior's favourite can take every visit before its loss is backed up; the "
+        "real step never takes one either (its action is stepped first where search did not). θ alone keeps them "
+        "(it is θ's choice, not a lookahead's)",
     )
     revisit_penalty: float = Field(
         0.5, description="Search-time cost of an edge into a state the episode or the path has already visited"
