@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evoskill.core.errors import InvalidInput, NotFound
+from evoskill.core.errors import FailedPrecondition, InvalidInput, NotFound
 from evoskill.core.limits import MESSAGE_CHARS
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.orchestrator.exploration.activities import choose_baseline
@@ -163,12 +163,14 @@ def test_baseline_is_the_serving_version_else_the_newest_older_one() -> None:
     assert choose_baseline("v000003", "", "v000001", published) == "v000001"
     assert choose_baseline("v000003", "", "", published) == "v000002"
     assert choose_baseline("v000003", "1", "v000002", published) == "v000001"
-    with pytest.raises(ValueError, match="already the baseline"):
+    with pytest.raises(FailedPrecondition, match="already the baseline"):
         choose_baseline("v000002", "", "v000002", published)
-    with pytest.raises(ValueError, match="no baseline"):
+    with pytest.raises(FailedPrecondition, match="no baseline"):
         choose_baseline("v000001", "", "", published)
-    with pytest.raises(ValueError, match="not published"):
+    with pytest.raises(NotFound, match="not published"):
         choose_baseline("v000009", "", "", published)
+    with pytest.raises(InvalidInput, match="not of the form"):
+        choose_baseline("v000003", "three", "", published)
 
 
 def test_registry_keeps_the_serving_pointer_durably_apart_from_latest(tmp_path: Path) -> None:

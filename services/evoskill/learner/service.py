@@ -48,4 +48,4 @@ async def create(settings: Settings, bus: Bus) -> ServiceParts:
     )
 
 
-__all__ = ["SERVICE_NAME", "LearnerServicer", "create"]
+__all__ = ["create"]

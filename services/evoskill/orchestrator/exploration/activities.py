@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from evoskill.clients.episodes import episode_request, play
 from evoskill.core.agent import AgentKind
+from evoskill.core.errors import DomainError, FailedPrecondition, NotFound
 from evoskill.learner.registry import parse_version
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
@@ -36,22 +37,23 @@ def shadow_step(update: planner_pb2.EpisodeUpdate) -> ShadowStep:
 
 def choose_baseline(candidate: str, asked: str, serving: str, published: list[str]) -> str:
     """The version the candidate is compared with: the one asked for, else the serving one, else (none
-    promoted) the newest version older than the candidate. ValueError when there is none or it is the candidate."""
+    promoted) the newest version older than the candidate. NotFound for a version not published, FailedPrecondition
+    where there is no baseline or it is the candidate."""
     if candidate not in published:
-        raise ValueError(f"candidate {candidate} is not published (published: {', '.join(published) or 'none'})")
+        raise NotFound(f"candidate {candidate} is not published (published: {', '.join(published) or 'none'})")
     if asked:
         baseline = f"v{parse_version(asked):06d}"
         if baseline not in published:
-            raise ValueError(f"baseline {asked} is not published")
+            raise NotFound(f"baseline {asked} is not published")
     elif serving:
         baseline = serving
     else:
         older = [v for v in published if parse_version(v) < parse_version(candidate)]
         if not older:
-            raise ValueError(f"no baseline for {candidate}: nothing serves and no older version is published")
+            raise FailedPrecondition(f"no baseline for {candidate}: nothing serves and no older version is published")
         baseline = max(older, key=parse_version)
     if baseline == candidate:
-        raise ValueError(f"candidate {candidate} is already the baseline (it serves): nothing to explore")
+        raise FailedPrecondition(f"candidate {candidate} is already the baseline (it serves): nothing to explore")
     return baseline
 
 
@@ -84,8 +86,8 @@ class ExplorationActivities:
         try:
             cand = f"v{parse_version(candidate):06d}"
             chosen = choose_baseline(cand, baseline, reply.serving_version, published)
-        except ValueError as exc:
-            raise ApplicationError(str(exc), type="InvalidArgument", non_retryable=True) from None
+        except DomainError as exc:  # bad input or a missing version: asking again changes nothing (a bug is retried)
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
         return Resolved(cand, chosen, reply.serving_version, published[-1] if published else "")
 
     @activity.defn(name="exploration.promote")
