@@ -61,8 +61,7 @@ def search_target(result: SearchResult, env: SearchModel) -> events_pb2.SearchTa
     dropped as no-ops get no visits and Q = -noop_penalty, so that θ learns they are useless rather than never
     seeing them."""
     candidates = {a: i for i, a in enumerate(env.actions(()))}
-    visits = np.asarray(result.visit_counts, dtype=np.float64)
-    probs = visits / visits.sum() if visits.sum() > 0 else np.full(len(candidates), 1.0 / max(len(candidates), 1))
+    probs = result.visit_distribution  # a search without visits has none to teach: `prior_target` instead
     q, priors = q_values(result), np.asarray(result.priors)
     target = events_pb2.SearchTarget(root_value=float(result.root_value))
     listed = env.listed(())
