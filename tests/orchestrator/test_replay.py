@@ -16,7 +16,7 @@ from evoskill.orchestrator.worker import WORKFLOWS
 from tests.orchestrator.histories import FOLDER, RECORDING
 
 # One history per kind of run the tests record: every one must be there, so none is silently lost.
-RECORDED = ("exploration_aborted_in_watch", "exploration_promoted", "exploration_watch_rollback",
+RECORDED = ("exploration_aborted_in_watch", "exploration_promoted", "exploration_watch_rollback", "health_memory_down",
             "training_continue_as_new", "training_es", "training_pause_resume_stop", "training_start_imitation_search")
 
 
