@@ -22,6 +22,7 @@ from evoskill.planner.episode import EpisodePlayer, episode_memory, validate
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import RewardSettings, Settings
 from evoskill.sandbox.v1 import sandbox_pb2
+from tests.unit.test_search_model import scripted
 
 Batch = Sequence[tuple[str, str, Sequence[str], Sequence[str]]]
 
@@ -198,8 +199,6 @@ class ScriptedSandbox:
     """A root whose children are (done, won, score) as given, answered as the sandbox's Simulate answers."""
 
     def __init__(self, children: dict[str, tuple[bool, bool, float]]) -> None:
-        from tests.unit.test_search_model import scripted
-
         self.simulate, self.probed = scripted(children), []
 
     def Simulate(self, request: sandbox_pb2.SimulateRequest, timeout: float | None = None) -> sandbox_pb2.SimulateReply:
