@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
 import typer
@@ -37,7 +36,7 @@ def explore(
     from evoskill.cli import _fail, _run_client, console, located_env, refuse_problems
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message
-    from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, Thresholds, validate
+    from evoskill.orchestrator.exploration.logic import ExplorationParams, Thresholds, validate
 
     params = ExplorationParams(
         candidate=candidate, envs=[located_env(e) for e in env], baseline=baseline, shadow_episodes=shadow_episodes,
@@ -51,16 +50,16 @@ def explore(
     async def main() -> None:
         from temporalio.client import WorkflowFailureError
 
-        from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
+        from evoskill.orchestrator.exploration.starter import explore as run_exploration
+        from evoskill.orchestrator.exploration.starter import new_workflow_id
         from evoskill.platform.temporal import connect
 
         async with services(settings, console.print):
             client = await connect(settings, attempts=3)
-            wid = workflow_id or f"explore-{uuid.uuid4().hex[:8]}"
+            wid = workflow_id or new_workflow_id()
             console.print(f"exploration workflow [bold]{wid}[/bold]: candidate {candidate} on {', '.join(env)}")
             try:
-                result = await client.execute_workflow(ExplorationWorkflow.run, ExplorationInput(params), id=wid,
-                                                       task_queue=settings.temporal.task_queue)
+                result = await run_exploration(client, settings, params, wid)
             except WorkflowFailureError as exc:
                 _fail(f"exploration workflow failed: {failure_message(exc)}")
                 return

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from evoskill.clients.training import start_training
 from evoskill.core.agent import Decision, Step
 from evoskill.events.v1 import events_pb2
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
@@ -31,6 +30,7 @@ from evoskill.orchestrator.exploration.logic import (
     Thresholds,
 )
 from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
+from evoskill.orchestrator.training.starter import start_training
 from evoskill.planner.agents import SearchAgent
 from evoskill.planner.service import PlannerServicer
 from evoskill.platform.bus import Bus, Subjects

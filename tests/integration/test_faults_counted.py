@@ -34,9 +34,9 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from evoskill.clients.training import start_training
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.orchestrator.training.logic import TrainingParams, TrainingProgress, episode_id
+from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import MemorySettings
 from evoskill.stack.counts import read_stream, replay_ids, stop_for_good, stored_experiences

@@ -15,9 +15,9 @@ import uuid
 import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 
-from evoskill.clients.training import start_training
 from evoskill.learner.registry import PolicyRegistry
 from evoskill.orchestrator.training.logic import TrainingParams, TrainingResult
+from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 from tests.integration.waiting import until

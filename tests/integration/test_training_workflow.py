@@ -19,9 +19,10 @@ from rich.console import Console
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 
 from evoskill.clients.jobs import check_stack
-from evoskill.clients.training import run_training, start_training
+from evoskill.clients.training import run_training
 from evoskill.library.generate import episode_id as demo_id
 from evoskill.orchestrator.training.logic import TrainingInput, demo_tasks, episode_id
+from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 

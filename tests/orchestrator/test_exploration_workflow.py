@@ -19,6 +19,7 @@ from evoskill.orchestrator.exploration.logic import (
     Thresholds,
     canary_arms,
 )
+from evoskill.orchestrator.exploration.worker import REGISTRATION as EXPLORATION
 from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
 from evoskill.orchestrator.training.logic import episode_id
 from tests.orchestrator.conftest import worker
@@ -49,7 +50,7 @@ async def start(env: WorkflowEnvironment, task_queue: str, p: ExplorationParams)
 
 async def explore(env: WorkflowEnvironment, activities: Exploration, p: ExplorationParams) -> tuple[Handle,
                                                                                                    ExplorationResult]:
-    async with worker(env, activities.all()) as queue:
+    async with worker(env, EXPLORATION, activities.all()) as queue:
         handle = await start(env, queue, p)
         return handle, await handle.result()
 
@@ -128,7 +129,7 @@ async def test_abort_cancels_the_stage_and_the_baseline_serves(
     them: the time-skipping server rejects that cancellation (temporalio/sdk-java#2391), a real one does not."""
     activities = fake(candidate_reward=1.0)
     activities.hold = lambda task: f"-e{number:04d}-" in task.episode_id
-    async with worker(env, activities.all()) as queue:
+    async with worker(env, EXPLORATION, activities.all()) as queue:
         handle = await start(env, queue, params(watch_episodes=2))
         for _ in range(2):
             await activities.next_held()

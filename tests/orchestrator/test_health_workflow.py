@@ -8,6 +8,7 @@ import uuid
 from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
+from evoskill.orchestrator.health.worker import REGISTRATION as HEALTH
 from evoskill.orchestrator.health.workflow import StackHealthWorkflow
 from evoskill.platform.config import SERVICES
 from tests.orchestrator.conftest import worker
@@ -22,7 +23,7 @@ async def test_every_service_is_asked_once_and_a_down_one_is_reported(env: Workf
         asked.append(service)
         return service != "memory"  # the memory service does not answer
 
-    async with worker(env, [check]) as task_queue:
+    async with worker(env, HEALTH, [check]) as task_queue:
         handle = await env.client.start_workflow(StackHealthWorkflow.run, id=f"health-{uuid.uuid4().hex[:8]}",
                                                  task_queue=task_queue)
         result = await handle.result()

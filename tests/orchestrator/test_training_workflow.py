@@ -23,6 +23,7 @@ from evoskill.orchestrator.training.logic import (
     episode_id,
     sample_tasks,
 )
+from evoskill.orchestrator.training.worker import REGISTRATION as TRAINING
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from tests.orchestrator.conftest import worker
 from tests.orchestrator.doubles import Outcome, Training
@@ -64,7 +65,7 @@ async def progress_when(handle: Handle, condition: Callable[[TrainingProgress], 
 async def test_epochs_train_evaluate_record_and_continue_as_new(env: WorkflowEnvironment) -> None:
     fake = Training(by_seed)
     p = params(epochs=3, continue_as_new_every=2)
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         handle = await start(env, queue, p)
         result = await handle.result()
         done = await handle.query(TrainingWorkflow.progress)  # a worker answers queries, also of closed runs
@@ -108,7 +109,7 @@ async def test_pause_holds_new_episodes_resume_plays_and_stop_ends_after_the_epo
     fake = Training(by_seed)
     p = params(epochs=3, episodes_per_epoch=3, eval_episodes=0, parallelism=1, train=False)
     fake.hold = lambda task: task.episode_id.endswith("t000")
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         handle = await start(env, queue, p, start_signal="pause")
 
         # Started paused: the epoch began, nothing plays.
@@ -141,7 +142,7 @@ async def test_pause_holds_new_episodes_resume_plays_and_stop_ends_after_the_epo
 async def test_a_retried_episode_plays_again_under_its_id_and_counts_once(env: WorkflowEnvironment) -> None:
     fake = Training(by_seed)
     p = params(epochs=2, eval_episodes=0)
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         handle = await start(env, queue, p)
         retried = episode_id(handle.id, 0, "t", 1)
         fake.fail_first = {retried}
@@ -158,7 +159,7 @@ async def test_start_then_imitation_then_search_in_one_epoch_numbering(env: Work
     fake = Training(by_seed)
     p = params(evaluate_start=True, demos=3, imitation_steps=7, train_steps=2, epochs=2, episodes_per_epoch=1,
                online_fraction=0.25, eval_agent="policy", search_algorithm="gumbel")
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         handle = await start(env, queue, p)
         result = await handle.result()
     wid = handle.id
@@ -193,7 +194,7 @@ async def test_start_then_imitation_then_search_in_one_epoch_numbering(env: Work
 async def test_es_candidates_share_tasks_and_the_mean_moves_to_the_fitter(env: WorkflowEnvironment) -> None:
     fake = Training(lambda task: Outcome(False, task.search["c_puct"]))  # a larger c_puct is fitter here
     p = params(epochs=2, tune="es", es_population=2, train=False)
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         handle = await start(env, queue, p)
         result = await handle.result()
 
@@ -220,7 +221,7 @@ async def test_es_candidates_share_tasks_and_the_mean_moves_to_the_fitter(env: W
 
 async def test_bad_parameters_fail_the_workflow_naming_them(env: WorkflowEnvironment) -> None:
     fake = Training(by_seed)
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         handle = await start(env, queue, params(epochs=0, tune="cma", explore_epsilon=1.5))
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
@@ -243,7 +244,7 @@ async def test_a_worse_theta_does_not_serve_and_the_next_update_starts_from_the_
         fake = Training(by_version)
         p = params(epochs=3, episodes_per_epoch=1, eval_agent="policy", start_policy="v000000",
                    evaluate_start=True, keep_best=keep_best)
-        async with worker(env, fake.all()) as queue:
+        async with worker(env, TRAINING, fake.all()) as queue:
             result = await (await start(env, queue, p)).result()
         serving = [(m.policy_version, m.serving_version) for m in result.history]
         froms = [t.from_version for t in fake.trained]
@@ -261,7 +262,7 @@ async def test_a_worse_theta_does_not_serve_and_the_next_update_starts_from_the_
 
 async def test_exploration_is_asked_for_on_the_training_games_only(env: WorkflowEnvironment) -> None:
     fake = Training(by_seed)
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         await (await start(env, queue, params(explore_epsilon=0.2, novelty_weight=0.5))).result()
     folds = {t.fold: t.search for t in fake.attempts}
     assert folds["train"] == {"explore_epsilon": 0.2, "novelty_weight": 0.5}
@@ -271,7 +272,7 @@ async def test_exploration_is_asked_for_on_the_training_games_only(env: Workflow
 async def test_memory_and_the_entropy_trigger_reach_every_game_curiosity_the_training_ones(
         env: WorkflowEnvironment) -> None:
     fake = Training(by_seed)
-    async with worker(env, fake.all()) as queue:
+    async with worker(env, TRAINING, fake.all()) as queue:
         await (await start(env, queue, params(memory_weight=0.0, entropy_trigger=0.3, curiosity_weight=0.2))).result()
     folds = {t.fold: t.search for t in fake.attempts}
     assert folds["train"] == {"memory_weight": 0.0, "entropy_trigger": 0.3, "curiosity_weight": 0.2}

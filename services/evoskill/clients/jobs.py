@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 from rich.console import Console
 from rich.table import Table
 
 from evoskill.core.agent import AgentKind
-from evoskill.orchestrator.health.workflow import StackHealthWorkflow
+from evoskill.orchestrator.health.starter import check_health
 from evoskill.orchestrator.training.logic import TrainingParams
 from evoskill.platform.config import Settings
 from evoskill.platform.temporal import connect
@@ -32,9 +30,7 @@ SHORT_TRAINING = TrainingParams(envs=["twx:coin"], evaluate_start=True, demos=20
 async def check_stack(settings: Settings, console: Console) -> bool:
     """Every service reports its health through a Temporal workflow (traced: the client carries the interceptor)."""
     client = await connect(settings, attempts=3)
-    results = await client.execute_workflow(
-        StackHealthWorkflow.run, id=f"stack-health-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue
-    )
+    results = await check_health(client, settings)
     table = Table("service", "health (via Temporal)")
     for service, ok in results.items():
         table.add_row(service, "[green]SERVING[/green]" if ok else "[red]DOWN[/red]")

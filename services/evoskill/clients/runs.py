@@ -17,8 +17,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from evoskill.clients.training import new_workflow_id, query_progress, start_training
+from evoskill.clients.training import query_progress
 from evoskill.orchestrator.training.logic import TrainingInput, TrainingParams, TrainingProgress, TrainingResult
+from evoskill.orchestrator.training.starter import new_workflow_id, start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 

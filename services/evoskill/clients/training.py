@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import signal
 import time
-import uuid
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -18,13 +17,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from evoskill.orchestrator.training.logic import (
     EpochMetrics,
-    TrainingInput,
     TrainingParams,
     TrainingProgress,
     TrainingResult,
@@ -38,6 +36,7 @@ from evoskill.orchestrator.training.report import (
     success_line,
     write_scalars,
 )
+from evoskill.orchestrator.training.starter import new_workflow_id, start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report as write_json_report
@@ -49,19 +48,6 @@ def failure_message(exc: BaseException) -> str:
     while cause is not None and not isinstance(cause, ApplicationError):
         cause = getattr(cause, "cause", None)
     return cause.message if isinstance(cause, ApplicationError) else str(exc)
-
-
-def new_workflow_id() -> str:
-    return f"train-{uuid.uuid4().hex[:8]}"
-
-
-async def start_training(client: Client, settings: Settings, params: TrainingParams,
-                         workflow_id: str) -> WorkflowHandle[TrainingWorkflow, TrainingResult]:
-    start = TrainingInput(params)
-    await client.start_workflow(TrainingWorkflow.run, start, id=workflow_id,
-                                task_queue=settings.temporal.task_queue)
-    # No run id: queries and the result follow the chain of continue-as-new runs.
-    return client.get_workflow_handle_for(TrainingWorkflow.run, workflow_id)
 
 
 async def follow(handle: WorkflowHandle[TrainingWorkflow, TrainingResult], console: Console, report_dir: Path,
