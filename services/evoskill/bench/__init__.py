@@ -65,6 +65,25 @@ def replay(
         raise typer.Exit(2) from None
 
 
+@bench_app.command("reader")
+def reader(
+    weights: Path = typer.Option(..., exists=True, dir_okay=False, help="A learner's weights/vNNNNNN.pt (reader θ)."),
+    policy: Path = typer.Option(..., exists=True, dir_okay=False, help="The ONNX file published from them."),
+    library: Path = typer.Option(..., exists=True, dir_okay=False, help="A library JSONL whose states are timed."),
+    states: int = typer.Option(40, min=1, help="States timed (the library's first with candidates)."),
+    repeats: int = typer.Option(3, min=1, help="ABBA rounds per state."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the rows and the ratio here."),
+) -> None:
+    """θ's inference per state: the published policy file vs the same weights exported by this code."""
+    from evoskill.bench.reader import run_reader_bench  # torch and onnxruntime load only when run
+
+    try:
+        run_reader_bench(json_path, weights, policy, library, states, repeats)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 @bench_app.command("pipeline")
 def pipeline(
     json_path: Path | None = typer.Option(None, "--json", help="Write the figures here."),

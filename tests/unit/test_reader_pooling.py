@@ -1,0 +1,36 @@
+"""The reader pools each candidate's packed tokens by segment sums: the same numbers as the [B, A, N] membership
+matrix it replaced (whose cost grew with candidates × tokens), padding adding nothing."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evoskill.core.learn.reader import _segment_sum
+
+
+def membership_sums(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor, candidates: int) -> torch.Tensor:
+    slots = torch.arange(candidates)
+    member = ((slot.unsqueeze(1) == slots[None, :, None]) & real.unsqueeze(1)).to(values.dtype)  # [B, A, N]
+    return member @ values
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=7), min_size=1, max_size=3),
+       width=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_segment_sums_equal_the_membership_matrix(lengths: list[list[int]], width: int, seed: int) -> None:
+    """States with candidates of 0-6 tokens each, packed in slot order and padded to the longest state."""
+    generator = torch.Generator().manual_seed(seed)
+    candidates = max(len(row) for row in lengths)
+    tokens = max(1, max(sum(row) for row in lengths))
+    slot = torch.zeros(len(lengths), tokens, dtype=torch.long)
+    real = torch.zeros(len(lengths), tokens, dtype=torch.bool)
+    for b, row in enumerate(lengths):
+        packed = [a for a, n in enumerate(row) for _ in range(n)]
+        slot[b, :len(packed)] = torch.tensor(packed, dtype=torch.long)
+        real[b, :len(packed)] = True
+    values = torch.randn(len(lengths), tokens, width, generator=generator)
+    like = torch.zeros(len(lengths), candidates, dtype=torch.long)
+    torch.testing.assert_close(_segment_sum(values, slot, real, like),
+                               membership_sums(values, slot, real, candidates))
