@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -37,19 +33,11 @@ from evoskill.cli_choices import (
     exploration_config,
     output_file,
 )
+from evoskill.cli_support import console, err, fail, located_env, run_client, with_llm
 from evoskill.core.errors import InvalidInput
 from evoskill.platform.config import SERVICES, Settings, describe
 
 app = typer.Typer(help="evoskill: tool-using agents that improve their own skills.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True, soft_wrap=True)  # one line per error, never wrapped
-
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
-
-
 class ConfigFormat(StrEnum):
     table = "table"
     yaml = "yaml"
@@ -161,7 +149,7 @@ async def _start_stack(settings: Settings, replicas: dict[str, int] | None = Non
         with console.status("starting nats-server, Temporal and the services…"):
             await stack.start()
     except StackError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     return stack
 
 
@@ -182,7 +170,7 @@ def up(
     try:
         counts = parse_replicas(replicas, settings) if replicas else {}
     except InvalidInput as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if detach:
         _up_detached(settings, replicas)
         return
@@ -226,7 +214,7 @@ def _up_detached(settings: Settings, replicas: str) -> None:
         if process.poll() is not None:
             lines = log_path.read_text(errors="replace").strip().splitlines()
             line = next((ln for ln in reversed(lines) if "error" in ln.lower()), f"supervisor exited ({LOCK_FILE})")
-            _fail(line.split("error:", 1)[-1].strip())  # the supervisor's line already says "error:"
+            fail(line.split("error:", 1)[-1].strip())  # the supervisor's line already says "error:"
         state = read_state(settings)
         if state and state.get("supervisor_pid") == process.pid:
             _print_endpoints(settings)
@@ -240,7 +228,7 @@ def _up_detached(settings: Settings, replicas: str) -> None:
         process.wait(timeout=settings.stack.start_timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
-    _fail(f"the stack did not come up within {wait_s:.0f} s (stack.start_timeout_s + 60); see {log_path}")
+    fail(f"the stack did not come up within {wait_s:.0f} s (stack.start_timeout_s + 60); see {log_path}")
 
 
 @app.command()
@@ -270,7 +258,7 @@ def down(timeout: Annotated[float, typer.Option(min=0, help="seconds to wait for
     while time.monotonic() < deadline and (read_state(settings) is not None or process_alive(pid)):
         time.sleep(0.25)
     if read_state(settings) is not None or process_alive(pid):
-        _fail(f"the stack (supervisor pid {pid}) did not stop within {timeout:.0f} s")
+        fail(f"the stack (supervisor pid {pid}) did not stop within {timeout:.0f} s")
     console.print("stack stopped")
 
 
@@ -314,7 +302,7 @@ def run() -> None:
                 stack.stop()
             console.print("stack stopped")
 
-    raise typer.Exit(_run_client(main))
+    raise typer.Exit(run_client(main))
 
 
 @app.command()
@@ -362,7 +350,7 @@ def solve(
             console.print(f"[bold]{'won' if outcome.won else 'not won'}[/bold] · score {outcome.score:.2f} · "
                           f"{outcome.steps} steps · {outcome.env_steps} environment steps")
 
-    _run_client(main)
+    run_client(main)
 
 
 @app.command("eval")
@@ -460,15 +448,15 @@ def eval_cmd(
         console.print(table)
         write()
         if refused:
-            _fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
+            fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
         if errors := sum(bool(e.error) for e in report.episodes):  # a script must not read a broken run as a score
-            _fail(f"{errors} of {len(report.episodes)} episode(s) failed in the services (counted as lost, score 0); "
+            fail(f"{errors} of {len(report.episodes)} episode(s) failed in the services (counted as lost, score 0); "
                   "see the errors above")
 
     try:
-        _run_client(main)
+        run_client(main)
     except KeyboardInterrupt:
-        _fail(f"interrupted: the episodes played so far are in {written[0]}" if written else "interrupted", 130)
+        fail(f"interrupted: the episodes played so far are in {written[0]}" if written else "interrupted", 130)
 
 
 @app.command("envs")
@@ -487,7 +475,7 @@ BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 def _policy_agent(policy: str, agent: AgentKind) -> None:
     """`--policy` with an agent that plays no policy would be ignored: one line and exit 2 instead."""
     if policy and not agent.uses_policy:
-        _fail(f"--policy {policy}: --agent {agent} plays no policy (policy and policy+mcts do)", 2)
+        fail(f"--policy {policy}: --agent {agent} plays no policy (policy and policy+mcts do)", 2)
 
 
 async def _check_policy(settings: Settings, policy: str) -> None:
@@ -500,113 +488,7 @@ async def _check_policy(settings: Settings, policy: str) -> None:
     published = await episodes.published_policies(settings)
     if policy not in published:
         listed = ", ".join(published[-5:]) if published else "none yet (`evoskill train` or `library train`)"
-        _fail(f"--policy {policy!r} is not published; the learner has {listed}", 2)
-
-
-def with_llm(settings: Settings, url: str, model: str) -> Settings:
-    """`settings` with `--llm` and `--llm-model` as llm.base_url and llm.model. A running stack's planner keeps the
-    LLM it was started with: one asked for that is not that one is refused in one line."""
-    from evoskill.stack.running import live_state
-
-    asked = {key: value for key, value in (("base_url", url), ("model", model)) if value}
-    if not asked:
-        return settings
-    state = live_state(settings)
-    if state is not None:
-        running = state.get("llm") or {}
-        if any(running.get(key, "") != value for key, value in asked.items()):
-            _fail(f"--llm: the stack running on {settings.state_dir.resolve()} asks "
-                  f"{running.get('base_url') or 'no LLM'} ({running.get('model') or 'no model'}), and its planner "
-                  "keeps that; stop it (`evoskill down`) or start it with EVOSKILL_LLM__BASE_URL/__MODEL", 2)
-    return settings.model_copy(update={"llm": settings.llm.model_copy(update=asked)})
-
-
-def located_env(env: str) -> str:
-    """`--env` as the services read it (a task file's path made absolute: they run in the state folder), once
-    `checked_env` has passed it."""
-    from evoskill.envs.spec import located
-
-    checked_env(env)
-    return located(env)
-
-
-def checked_env(env: str) -> None:
-    """A spec that names no environment is refused in one line naming `--env`, before any service is started
-    (the flags' choices and ranges are declared on them)."""
-    from evoskill.envs import EnvSpecError, parse_spec
-
-    try:
-        parse_spec(env)
-    except EnvSpecError as exc:
-        _fail(f"--env {env!r}: {exc}", 2)
-
-
-def refuse_problems(problems: list[str], command: Callable[..., object], aliases: Mapping[str, str] | None = None,
-                    ) -> None:
-    """A parameter check's problems (each led by the field it names, `validate` of the training and exploration
-    logic) as one line naming the flags a user typed (`--train-steps`, not train_steps) and exit 2; nothing when
-    there are none. `aliases` maps a field to the parameter of `command` that sets it (envs: env)."""
-    if not problems:
-        return
-    flags = {name: "--" + name.replace("_", "-") for name in inspect.signature(command).parameters}
-    flags |= {field: flags[parameter] for field, parameter in (aliases or {}).items()}
-
-    def flagged(problem: str) -> str:
-        field, rest = re.match(r"(\w*)(.*)", problem, re.S).groups()  # type: ignore[union-attr]
-        return flags.get(field, field) + rest
-
-    _fail("; ".join(map(flagged, problems)), 2)
-
-
-def _run_client(main):  # type: ignore[no-untyped-def]
-    """Client commands: bad input and unreachable services end in one line, not a traceback. SIGTERM (a job's
-    timeout, `kill`) unwinds as Ctrl-C does, so an embedded stack started for the command is stopped and what
-    was played is kept: by default it would end Python at once and leave the stack's processes running."""
-    import grpc
-
-    from evoskill.stack.supervisor import StackError
-
-    terminated = False
-
-    async def until_terminated() -> object:
-        nonlocal terminated
-        loop, task = asyncio.get_running_loop(), asyncio.current_task()
-        assert task is not None
-
-        def terminate() -> None:
-            nonlocal terminated
-            terminated = True
-            task.cancel()
-
-        # Signals reach the main thread only: a command run in another (a test's runner, an embedding app) keeps
-        # its host's handling.
-        handles = threading.current_thread() is threading.main_thread()
-        before = signal.getsignal(signal.SIGTERM)
-        if handles:
-            loop.add_signal_handler(signal.SIGTERM, terminate)
-        try:
-            return await main()
-        except asyncio.CancelledError:
-            if not terminated:
-                raise
-            task.uncancel()
-            return None
-        finally:
-            if handles:
-                loop.remove_signal_handler(signal.SIGTERM)
-                signal.signal(signal.SIGTERM, before)  # the loop's removal leaves the default, not what was there
-
-    try:
-        result = asyncio.run(until_terminated())
-        if terminated:
-            raise KeyboardInterrupt("SIGTERM")
-        return result  # what `main` returned
-    except grpc.aio.AioRpcError as exc:
-        _fail(f"{exc.code().name}: {exc.details()}")
-    except InvalidInput as exc:
-        _fail(str(exc), 2)
-    except StackError as exc:
-        _fail(str(exc))
+        fail(f"--policy {policy!r} is not published; the learner has {listed}", 2)
 
 
 def _mount_optional() -> None:

@@ -33,7 +33,7 @@ def explore(
     workflow_id: Annotated[str | None, typer.Option(help="default: explore-<random>")] = None,
 ) -> None:
     """Try a policy version safely: shadow mode, a canary, then promotion or rollback, and a watch window."""
-    from evoskill.cli import _fail, _run_client, console, located_env, refuse_problems
+    from evoskill.cli_support import console, fail, located_env, refuse_problems, run_client
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message
     from evoskill.orchestrator.exploration.logic import ExplorationParams, Thresholds, validate
@@ -61,11 +61,11 @@ def explore(
             try:
                 result = await run_exploration(client, settings, params, wid)
             except WorkflowFailureError as exc:
-                _fail(f"exploration workflow failed: {failure_message(exc)}")
+                fail(f"exploration workflow failed: {failure_message(exc)}")
                 return
         for line in result.decisions:
             console.print(f"  {line}")
         console.print(f"[bold]{result.outcome}[/bold]: {result.candidate} vs baseline {result.baseline}; "
                       f"serving now {result.serving or '(latest)'}")
 
-    _run_client(main)
+    run_client(main)

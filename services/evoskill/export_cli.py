@@ -99,19 +99,19 @@ def export(
                                                                   "not the action text")] = False,
 ) -> None:
     """Write search results as JSONL for TRL's SFT or DPO trainer (one row per step; docs/export.md)."""
-    from evoskill.cli import _fail, _run_client, err
+    from evoskill.cli_support import err, fail, run_client
     from evoskill.library.finetune import Q_MARGIN, ExportOptions, ExportTally, export_rows
     from evoskill.library.jsonl import LibraryFormatError, read_jsonl
 
     if tool_calls and not tools:
-        _fail("--tool-calls needs the tools column: drop --no-tools", 2)
+        fail("--tool-calls needs the tools column: drop --no-tools", 2)
     try:
         options = ExportOptions(format=format_.value, won_only=won_only,
                                 fold=None if fold is ExportFold.ANY else fold.value, env=env,
                                 q_margin=Q_MARGIN if q_margin is None else q_margin,
                                 pairs_per_state=pairs_per_state, limit=limit, tool_calls=tool_calls)
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     tally = ExportTally()
     env_tools = EnvTools() if tools else None
     try:
@@ -120,9 +120,9 @@ def export(
                 try:
                     write_rows(export_rows(read_jsonl(source), options, env_tools, tally), out)
                 except LibraryFormatError as exc:
-                    _fail(str(exc), 2)
+                    fail(str(exc), 2)
             else:
-                _run_client(lambda: _from_learner(Settings(), not offline_only, options, env_tools, tally, out))
+                run_client(lambda: _from_learner(Settings(), not offline_only, options, env_tools, tally, out))
     finally:
         if env_tools is not None:
             env_tools.close()
@@ -136,7 +136,7 @@ async def _from_learner(settings: Settings, include_online: bool, options: Expor
                         tally: ExportTally, out: IO[str]) -> None:
     """The learner's stored episodes, oldest first, through `library export`'s path (a running stack or the
     embedded one), converted as they stream in."""
-    from evoskill.cli import err
+    from evoskill.cli_support import err
     from evoskill.learner.v1 import learner_pb2
     from evoskill.library.cli import learner_stub
     from evoskill.library.finetune import export_rows

@@ -36,22 +36,22 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Bad input ends in one line and exit 2, an unreachable memory in one line and exit 1."""
     import grpc
 
-    from evoskill.cli import _fail
+    from evoskill.cli_support import fail
     from evoskill.clients.memory import MemoryUnavailable
     from evoskill.core.errors import InvalidInput
 
     try:
         asyncio.run(main())
     except grpc.aio.AioRpcError as exc:
-        _fail(f"{exc.code().name}: {exc.details()}", 2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
+        fail(f"{exc.code().name}: {exc.details()}", 2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
     except InvalidInput as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except MemoryUnavailable as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _stub(settings: Settings) -> Any:
-    from evoskill.cli import err
+    from evoskill.cli_support import err
     from evoskill.clients.memory import memory_stub
 
     return memory_stub(settings, err.print)
@@ -59,7 +59,7 @@ def _stub(settings: Settings) -> Any:
 
 def parse_filter(items: list[str]) -> memory_pb2.MemoryFilter:
     """`--filter` values as a MemoryFilter; a bad one is exit 2 naming it."""
-    from evoskill.cli import _fail
+    from evoskill.cli_support import fail
     from evoskill.memory.v1 import memory_pb2
 
     flt = memory_pb2.MemoryFilter()
@@ -67,13 +67,13 @@ def parse_filter(items: list[str]) -> memory_pb2.MemoryFilter:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in FILTER_KEYS or not value:
-            _fail(f"--filter {item!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}", 2)
+            fail(f"--filter {item!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}", 2)
         if key != "outcome":
             setattr(flt, FILTER_KEYS[key], value)
             continue
         for name in value.split(","):
             if name not in OUTCOME_NAMES:
-                _fail(f"--filter {item!r}: outcome {name!r} is not one of {', '.join(OUTCOME_NAMES)}", 2)
+                fail(f"--filter {item!r}: outcome {name!r} is not one of {', '.join(OUTCOME_NAMES)}", 2)
             flt.outcomes.append(outcomes[OUTCOME_NAMES.index(name)])
     return flt
 
@@ -100,7 +100,7 @@ def list_cmd(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="units shown at most")] = 20,
 ) -> None:
     """Units under the filter, in storage order: id, environment, outcome, reward, action, goal."""
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.memory.v1 import memory_pb2
 
     flt = parse_filter(filters)
@@ -132,12 +132,12 @@ def search(
     """Retrieve as the agent does, showing both stages: the recall's cosine similarity and the formula's
     re-score (similarity + reward, outcome and novelty terms), in the returned (MMR) order; cold summaries
     (after the hot results, when those are fewer than the limit) with the experiences they stand for."""
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.memory.v1 import memory_pb2
 
     flt = parse_filter(filters)
     if flt.episode_id or flt.session_id:
-        _fail("search filters by env, family, template and outcome only", 2)
+        fail("search filters by env, family, template and outcome only", 2)
     request = memory_pb2.RetrieveRequest(goal=query, state=state, limit=limit, recall=recall, profile=profile,
                                          env_spec=flt.env_spec, env_family=flt.env_family, template=flt.template,
                                          outcomes=list(flt.outcomes))
@@ -163,7 +163,7 @@ def search(
 @memory_app.command()
 def show(unit_id: Annotated[str, typer.Argument(metavar="ID", help="the unit's id, e.g. <episode_id>/<step>")]) -> None:
     """Every field of one unit."""
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.memory.v1 import memory_pb2
 
     found: list[memory_pb2.Experience] = []
@@ -174,7 +174,7 @@ def show(unit_id: Annotated[str, typer.Argument(metavar="ID", help="the unit's i
 
     _run(main)
     if not found:
-        _fail(f"no unit with id {unit_id!r} (`evoskill memory list` shows ids)")
+        fail(f"no unit with id {unit_id!r} (`evoskill memory list` shows ids)")
     (e,) = found
     table = Table("field", "value", title=unit_id)
     for field in e.DESCRIPTOR.fields:
@@ -195,14 +195,14 @@ def export_cmd(
     """Write the units under the filter as JSONL, one Experience (proto JSON) a line; `import` reads it back."""
     from google.protobuf import json_format
 
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.memory.v1 import memory_pb2
 
     flt = parse_filter(filters)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        _fail(f"{path}: cannot create its folder ({exc.strerror})", 2)
+        fail(f"{path}: cannot create its folder ({exc.strerror})", 2)
     tmp = path.with_name(path.name + ".tmp")
     written = [0]
 
@@ -254,14 +254,14 @@ def import_cmd(
                                          help="as `evoskill memory export` writes it")],
 ) -> None:
     """Store the file's units under their ids: importing a file twice stores nothing twice."""
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.core.errors import InvalidInput
     from evoskill.memory.v1 import memory_pb2
 
     try:
         lines = sum(1 for _ in read_units(path))  # every line checked before anything is stored
     except InvalidInput as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     stored = [0]
 
     async def main() -> None:
@@ -280,7 +280,7 @@ def import_cmd(
 
 
 def _confirmed(question: str, yes: bool) -> None:
-    from evoskill.cli import _fail
+    from evoskill.cli_support import fail
 
     if yes:
         return
@@ -289,7 +289,7 @@ def _confirmed(question: str, yes: bool) -> None:
             return
     except typer.Abort:  # no answer (end of input) is no
         pass
-    _fail("not confirmed: nothing deleted (--yes skips the question)")
+    fail("not confirmed: nothing deleted (--yes skips the question)")
 
 
 async def _matched(stub: Any, flt: memory_pb2.MemoryFilter) -> int:
@@ -304,19 +304,19 @@ YesOption = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for con
 @memory_app.command()
 def delete(filters: FilterOption = [], yes: YesOption = False) -> None:  # noqa: B006
     """Delete the units under the filter (one is required; `purge` deletes everything), after confirmation."""
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.memory.v1 import memory_pb2
 
     flt = parse_filter(filters)
     if not filters:
-        _fail("delete needs at least one --filter (`evoskill memory purge` deletes every unit)", 2)
+        fail("delete needs at least one --filter (`evoskill memory purge` deletes every unit)", 2)
     _delete(memory_pb2.DeleteRequest(filter=flt), f"units matching {_described(flt)}", yes, console.print)
 
 
 @memory_app.command()
 def purge(yes: YesOption = False) -> None:
     """Delete every unit of the memory, after confirmation."""
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.memory.v1 import memory_pb2
 
     _delete(memory_pb2.DeleteRequest(all=True), "units: the whole memory", yes, console.print)
@@ -363,7 +363,7 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="print the figure
     experiences and episodes summarised, the last compaction and the retention limits (memory.tiers)."""
     from google.protobuf import json_format
 
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.memory.v1 import memory_pb2
 
     replies: list[memory_pb2.StatsReply] = []
@@ -401,7 +401,7 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="print the figure
 def compact() -> None:
     """Compact now, as the memory service does every memory.tiers.every_s: the episodes the retention limits
     send cold are summarised into the cold collection and dropped from hot."""
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.memory.v1 import memory_pb2
 
     async def main() -> None:

@@ -27,15 +27,15 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """A command's body: a bad run id or an absent stack ends in one line and a non-zero status."""
     from temporalio.service import RPCError
 
-    from evoskill.cli import _fail
+    from evoskill.cli_support import fail
     from evoskill.clients.runs import RunsError
 
     try:
         asyncio.run(main())
     except RunsError as exc:
-        _fail(str(exc), exc.code)
+        fail(str(exc), exc.code)
     except RPCError as exc:
-        _fail(f"Temporal answered {exc.status.name}: {exc.message}")
+        fail(f"Temporal answered {exc.status.name}: {exc.message}")
 
 
 @runs_app.command("list")
@@ -44,7 +44,7 @@ def list_cmd(
     running: Annotated[bool, typer.Option("--running", help="only runs still running")] = False,
 ) -> None:
     """The training runs, newest first: id, status, start time and, while one runs, its epoch and episodes."""
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.clients.runs import WORKFLOW_TYPE, client_for, list_runs, shown_status
 
     settings = Settings()
@@ -69,7 +69,7 @@ def list_cmd(
 @runs_app.command()
 def show(run_id: RunId) -> None:
     """One run: its status, parameters and the per-epoch results so far."""
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.clients.runs import client_for, find, params_of, shown_status, status_name
     from evoskill.clients.training import query_progress
     from evoskill.orchestrator.training.report import epoch_table, progress_table
@@ -126,7 +126,7 @@ def stop(
 
 
 def _signal(run_id: str, name: str, said: str) -> None:
-    from evoskill.cli import console
+    from evoskill.cli_support import console
     from evoskill.clients.runs import client_for, signal
 
     settings = Settings()
@@ -146,7 +146,7 @@ def attach(
     """Follow a run live as `evoskill train` does, then write its report. Ctrl-C stops following, not the run."""
     from temporalio.client import WorkflowFailureError
 
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.clients.runs import RunsError, client_for, find, params_of
     from evoskill.clients.training import failure_message, follow, write_report
 
@@ -166,13 +166,13 @@ def attach(
     try:
         _run(main)
     except KeyboardInterrupt:
-        _fail(f"stopped following; the run goes on (`evoskill runs attach {run_id}` follows it again)", 130)
+        fail(f"stopped following; the run goes on (`evoskill runs attach {run_id}` follows it again)", 130)
 
 
 def detach(settings: Settings, params: TrainingParams, workflow_id: str | None) -> None:
     """`evoskill train --detach`: the run id alone on stdout (`RUN=$(evoskill train --detach …)`), how to follow
     it on stderr."""
-    from evoskill.cli import err
+    from evoskill.cli_support import err
     from evoskill.clients.runs import start_detached
 
     async def main() -> None:

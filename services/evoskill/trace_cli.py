@@ -24,25 +24,25 @@ def trace(
     OTLP/JSON file."""
     import json
 
-    from evoskill.cli import _fail, console
+    from evoskill.cli_support import console, fail
     from evoskill.platform.trace_file import find_traces, one_trace
 
     settings = Settings()
     folder = settings.state_dir / (settings.telemetry.trace_dir or "traces")
     if bool(trace_id) == bool(episode):
-        _fail("give a trace id or --episode, one of them", 2)
+        fail("give a trace id or --episode, one of them", 2)
     if not any(folder.glob("*.jsonl")):
-        _fail(f"no span files in {folder}: start the stack with EVOSKILL_TELEMETRY__TRACE_DIR=traces "
+        fail(f"no span files in {folder}: start the stack with EVOSKILL_TELEMETRY__TRACE_DIR=traces "
               "(telemetry.trace_dir) to write them")
     if episode:
         found = find_traces(folder, "evoskill.episode_id", episode)
         if not found:
-            _fail(f"--episode {episode!r}: no span in {folder} carries it (spans are written in batches: try again "
+            fail(f"--episode {episode!r}: no span in {folder} carries it (spans are written in batches: try again "
                   "in a few seconds)")
         trace_id = found[0]
     document = one_trace(folder, trace_id)
     if not document["resourceSpans"]:
-        _fail(f"no span of trace {trace_id!r} in {folder}")
+        fail(f"no span of trace {trace_id!r} in {folder}")
     console.print(span_tree(document, trace_id))
     path = out or folder / f"trace-{trace_id}.json"
     path.write_text(json.dumps(document))

@@ -72,7 +72,7 @@ def train(
     llm_model: LlmModel = "",
 ) -> None:
     """Train θ through the Temporal TrainingWorkflow: play, train, evaluate, per epoch; curves and a table."""
-    from evoskill.cli import _fail, _run_client, console, located_env, refuse_problems, with_llm
+    from evoskill.cli_support import console, fail, located_env, refuse_problems, run_client, with_llm
     from evoskill.clients.episodes import services
     from evoskill.clients.training import failure_message, run_training
     from evoskill.orchestrator.training.logic import TrainingParams, validate
@@ -104,7 +104,7 @@ def train(
             try:
                 await run_training(settings, params, console, report_dir, workflow_id)
             except WorkflowFailureError as exc:
-                _fail(f"training workflow failed: {failure_message(exc)}")
+                fail(f"training workflow failed: {failure_message(exc)}")
 
-    _run_client(main)
+    run_client(main)
 

@@ -185,7 +185,7 @@ def test_sigterm_unwinds_a_client_command_as_ctrl_c_does() -> None:
     import os
     import signal
 
-    from evoskill.cli import _run_client
+    from evoskill.cli_support import run_client
 
     unwound = []
 
@@ -202,7 +202,7 @@ def test_sigterm_unwinds_a_client_command_as_ctrl_c_does() -> None:
     before = signal.signal(signal.SIGTERM, elsewhere)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _run_client(main)
+            run_client(main)
         assert unwound == ["stack stopped"] and signal.getsignal(signal.SIGTERM) == elsewhere
     finally:
         signal.signal(signal.SIGTERM, before)

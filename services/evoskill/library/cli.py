@@ -50,7 +50,7 @@ async def send_to_learner(stub: Any, episodes: Iterable[events_pb2.EpisodeComple
 
 
 def _say_imported(reply: Any) -> None:
-    from evoskill.cli import console
+    from evoskill.cli_support import console
 
     console.print(f"learner: {reply.stored} stored, {reply.duplicates} already there; the offline library holds "
                   f"{reply.library_episodes} episodes, {reply.library_steps} steps")
@@ -80,12 +80,12 @@ def demos(
     """Gold-path demonstrations straight from the environment, in parallel; prints episodes/s and steps/s."""
     from rich.progress import Progress
 
-    from evoskill.cli import _fail, _run_client, checked_env, console
+    from evoskill.cli_support import checked_env, console, fail, run_client
     from evoskill.library.generate import Throughput, generate
     from evoskill.library.jsonl import write_jsonl
 
     if out is None and not to_learner:
-        _fail("nowhere to put the episodes: give --out FILE.jsonl and/or --to-learner", 2)
+        fail("nowhere to put the episodes: give --out FILE.jsonl and/or --to-learner", 2)
     checked_env(env)
     settings = Settings()
     tally = Throughput()
@@ -109,7 +109,7 @@ def demos(
                 async with learner_stub(settings, console.print) as stub:
                     _say_imported(await send_to_learner(stub, produced(progress)))
 
-            _run_client(main)
+            run_client(main)
         else:
             for _ in produced(progress):
                 pass
@@ -131,13 +131,13 @@ def import_cmd(
                                          dir_okay=False)],
 ) -> None:
     """Check every line, then store the episodes durably in the learner's offline library."""
-    from evoskill.cli import _fail, _run_client, console
+    from evoskill.cli_support import console, fail, run_client
     from evoskill.library.jsonl import LibraryFormatError, read_jsonl
 
     try:
         lines = sum(1 for _ in read_jsonl(path))  # every line checked before anything is stored
     except LibraryFormatError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     console.print(f"{path}: {lines} episodes, every line valid")
     settings = Settings()
 
@@ -145,7 +145,7 @@ def import_cmd(
         async with learner_stub(settings, console.print) as stub:
             _say_imported(await send_to_learner(stub, read_jsonl(path)))
 
-    _run_client(main)
+    run_client(main)
 
 
 @library_app.command("export")
@@ -154,7 +154,7 @@ def export_cmd(
     include_online: Annotated[bool, typer.Option(help="the online buffer's episodes too")] = False,
 ) -> None:
     """Write the learner's offline library as JSONL (what `library import` reads)."""
-    from evoskill.cli import _run_client, err
+    from evoskill.cli_support import err, run_client
     from evoskill.learner.v1 import learner_pb2
     from evoskill.library.jsonl import write_jsonl
 
@@ -169,7 +169,7 @@ def export_cmd(
                     n += write_jsonl([episode], sink)
         err.print(f"exported {n} episodes" + (f" to {out}" if out else ""))
 
-    _run_client(main)
+    run_client(main)
 
 
 @library_app.command("train")
@@ -186,7 +186,7 @@ def train_cmd(
     cloning on demonstrations. Publishes the next policy version."""
     from google.protobuf.json_format import MessageToDict
 
-    from evoskill.cli import _run_client, console
+    from evoskill.cli_support import console, run_client
     from evoskill.learner.v1 import learner_pb2
 
     settings = Settings()
@@ -203,4 +203,4 @@ def train_cmd(
             write_report(json_path, {**MessageToDict(reply, preserving_proto_field_name=True), "request": asked},
                          settings)
 
-    _run_client(main)
+    run_client(main)
