@@ -49,6 +49,8 @@ def test_reset_gives_goal_and_valid_actions_and_gold_path_wins(env: ScienceWorld
     # ScienceWorld's gold paths reach the full score (100 -> 1.0); trailing "wait1" may be left over.
     assert env.won and env.done and env.score == 1.0
     assert sum(rewards) == pytest.approx(1.0) and all(r >= 0 for r in rewards)
+    # The gold path came from the gold JVM: the one that plays never generated one (its resets would stay slow).
+    assert env._env.goldPathGenerated is False and env._gold_env.goldPathGenerated is True
 
 
 def test_invalid_and_ambiguous_actions_raise_without_changing_state(env: ScienceWorldAdapter) -> None:
