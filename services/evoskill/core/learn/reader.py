@@ -57,12 +57,20 @@ def _local(mix: nn.Module, norm: nn.Module, x: torch.Tensor, group: torch.Tensor
 
 
 def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """[B, A, D] sums of the rows of values [B, N, D] by candidate: token n adds to row slot[b, n] (padding, real
-    False, adds nothing); like [B, A] gives A. Linear in N: a [B, A, N] membership matrix costs A × N, which with
-    ScienceWorld's 1,600 candidates of ~10 tokens was most of θ's time (its float cast alone 250 ms a state)."""
-    rows = torch.zeros_like(like, dtype=values.dtype).unsqueeze(-1).repeat(1, 1, values.shape[-1])
-    index = torch.where(real, slot, 0).unsqueeze(-1).expand_as(values)
-    return rows.scatter_add(1, index, values * real.unsqueeze(-1).to(values.dtype))
+    """[B, A, D] sums of the rows of values [B, N, D] by candidate: token n belongs to candidate slot[b, n]
+    (padding, real False, to none); like [B, A] gives A. The tokens are packed in candidate order, padding last
+    (`tokens.make_inputs`), so a candidate's sum is the difference of a running sum at the two ends of its run
+    (in float64: a float32 sum over 15,000 tokens would lose digits). Linear in N: the [B, A, N] membership
+    matrix this replaced cost A × N, which with ScienceWorld's 1,600 candidates of ~10 tokens was most of θ's time."""
+    ones = real.to(values.dtype).unsqueeze(-1)  # [B, N, 1]
+    counts = torch.zeros_like(like, dtype=values.dtype).unsqueeze(-1).scatter_add(
+        1, torch.where(real, slot, 0).unsqueeze(-1), ones)  # [B, A, 1]: each candidate's tokens
+    ends = counts.cumsum(1).to(torch.long)  # [B, A, 1]: one past its last token
+    starts = ends - counts.to(torch.long)
+    running = F.pad((values * ones).to(torch.float64).cumsum(1), (0, 0, 1, 0))  # [B, N + 1, D]: 0 before the first
+    width = values.shape[-1]
+    sums = running.gather(1, ends.expand(-1, -1, width)) - running.gather(1, starts.expand(-1, -1, width))
+    return sums.to(values.dtype)
 
 
 class _CrossBlock(nn.Module):
