@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from evoskill.library.generate import episode_id as demo_id
 from evoskill.orchestrator.training.logic import TrainingInput, demo_tasks, episode_id
 from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
+from evoskill.platform.config import SERVICES, without_secrets
 from tests.integration.training_stack import Handle, Stack, client_of, expected_ids, tiny, wait_for
 
 pytestmark = pytest.mark.integration
@@ -177,3 +180,21 @@ async def test_the_main_jobs_health_check_is_traced_from_its_client(stack: Stack
     await check_stack(stack.settings, Console(file=io.StringIO()))
     started = [s for s in spans.get_finished_spans() if s.name == "StartWorkflow:StackHealthWorkflow"]
     assert len(started) == 1
+
+
+async def test_the_health_starter_run_as_a_script_reads_the_stacks_settings(stack: Stack, tmp_path: Path) -> None:
+    """`python -m evoskill.orchestrator.health.starter` (temporalio's samples' starter) with the settings a process of
+    the stack reads (EVOSKILL_CONFIG_FILE), against the stack's worker, whose activity asks where the worker's
+    settings say: the services this stack runs SERVING, the memory service (not run here) DOWN, so exit 1."""
+    data, secrets = without_secrets(stack.settings)
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")} | secrets
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "evoskill.orchestrator.health.starter", env=env | {"EVOSKILL_CONFIG_FILE": str(config)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), 120)
+    lines = out.decode().split("\n")
+    assert process.returncode == 1, out.decode()
+    assert {line.split(":")[0] for line in lines if line.endswith(": SERVING")} == set(SERVICES) - {"memory"}
+    assert "memory: DOWN" in lines

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from evoskill.orchestrator.health.workflow import StackHealthWorkflow, check_service_health
+from evoskill.orchestrator.health.workflow import HealthActivities, StackHealthWorkflow
 from evoskill.orchestrator.registration import Registration, serve
 
-REGISTRATION = Registration(workflows=(StackHealthWorkflow,), activities=lambda _settings: [check_service_health])
+REGISTRATION = Registration(workflows=(StackHealthWorkflow,),
+                            activities=lambda settings: [HealthActivities(settings).check_service_health])
 
 if __name__ == "__main__":
     serve(REGISTRATION)

@@ -1,7 +1,8 @@
 """StackHealthWorkflow: asks every service for its gRPC health through Temporal.
 
-It is the main job until the training loop lands, and proves the worker, the server and every
-service answer. Workflow and activity side by side, as in temporalio's samples.
+It is the main job's first step, and proves the worker, the server and every service answer. Workflow and
+activity side by side, as in temporalio's samples; the activity asks the services where the worker's settings
+say they are (a worker started on other ports, in a test or a container, reaches its own).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ with workflow.unsafe.imports_passed_through():
     from evoskill.platform.rpc import check_health
 
 
-@activity.defn
-async def check_service_health(service: str) -> bool:
-    settings = Settings()
-    return await check_health(settings.endpoint(service).target, settings=settings.grpc)
+class HealthActivities:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @activity.defn(name="check_service_health")
+    async def check_service_health(self, service: str) -> bool:
+        return await check_health(self.settings.endpoint(service).target, settings=self.settings.grpc)
 
 
 @workflow.defn
@@ -27,7 +31,7 @@ class StackHealthWorkflow:
     async def run(self) -> dict[str, bool]:
         results: dict[str, bool] = {}
         for service in SERVICES:
-            results[service] = await workflow.execute_activity(
-                check_service_health, service, start_to_close_timeout=timedelta(seconds=10)
+            results[service] = await workflow.execute_activity_method(
+                HealthActivities.check_service_health, service, start_to_close_timeout=timedelta(seconds=10)
             )
         return results
