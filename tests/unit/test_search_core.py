@@ -11,7 +11,8 @@ import pytest
 
 from evoskill.core.errors import InvalidInput
 from evoskill.core.search import Evaluation, Root, SearchConfig, Transition, search, warm_up
-from evoskill.core.search.mcts import SearchCancelled, SearchResult
+from evoskill.core.search.mcts import SearchCancelled
+from evoskill.core.search.result import SearchResult
 from evoskill.core.search.tree import Tree
 from evoskill.core.search.types import SearchStats
 

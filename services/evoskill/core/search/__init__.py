@@ -21,7 +21,8 @@ search with step and evaluate given as numba functions over array states: the wh
 
 from evoskill.core.search.compiled import search_compiled, warm_up_compiled
 from evoskill.core.search.jit import HAVE_NUMBA
-from evoskill.core.search.mcts import SearchResult, search, warm_up
+from evoskill.core.search.mcts import search, warm_up
+from evoskill.core.search.result import SearchResult
 from evoskill.core.search.tree import NO_CHILD, Tree, TreeArrays
 from evoskill.core.search.types import (
     EvaluateFn,

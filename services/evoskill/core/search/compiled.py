@@ -53,8 +53,8 @@ from evoskill.core.search.descend import (
 )
 from evoskill.core.search.expand import expand_nodes
 from evoskill.core.search.jit import jit
-from evoskill.core.search.mcts import SearchResult
 from evoskill.core.search.puct import P_MAX_DEPTH, kernel_params
+from evoskill.core.search.result import SearchResult
 from evoskill.core.search.tree import NODE_FIRST_EDGE, NODE_NUM_EDGES, NODE_RAW_VALUE, NODE_VALUE_SUM, NODE_VISITS, Tree
 from evoskill.core.search.types import SearchStats
 from evoskill.core.search_config import SearchConfig

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from evoskill.core.search.backup import expand_and_backup, top_two_visits
+from evoskill.core.search.compiled import warm_up_kernels
 from evoskill.core.search.descend import (
     LEAF_DEPTH,
     LEAF_FIELDS,
@@ -32,6 +32,7 @@ from evoskill.core.search.evaluation import LeafEvaluator
 from evoskill.core.search.expand import expand_nodes
 from evoskill.core.search.gumbel import GumbelRoot
 from evoskill.core.search.puct import kernel_params
+from evoskill.core.search.result import SearchResult
 from evoskill.core.search.tree import EDGE_VIRTUAL, NODE_VIRTUAL, Tree
 from evoskill.core.search.types import EvaluateFn, Root, SearchStats, StepBatchFn, StepFn, Transition
 from evoskill.core.search_config import SearchConfig
@@ -47,45 +48,6 @@ class SearchCancelled(Exception):
 class SearchOutOfTime(Exception):
     """Raised by `evaluate` or `step_batch` whose environment ran out of the search's time: the round in
     progress is dropped and the search returns what it has (`SearchStats.timed_out`)."""
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    action: int  # most visited root action (ties: higher prior)
-    visit_counts: np.ndarray  # int64 per root action
-    q_values: np.ndarray  # Q(root, a) per action, NaN where unvisited
-    priors: np.ndarray  # root priors the search used (noise included)
-    root_value: float  # mean backed-up value of the root
-    stats: SearchStats
-    tree: Tree  # every node's statistics, e.g. for training targets
-    states: list[Any]  # states[n] is node n's state
-    # θ's policy target by root action: Gumbel MuZero's improved policy; None (PUCT): the visit distribution
-    policy_target: np.ndarray | None = None
-
-    @property
-    def visit_distribution(self) -> np.ndarray:
-        total = self.visit_counts.sum()
-        return self.visit_counts / total if total else self.visit_counts.astype(np.float64)
-
-    def principal_variation(self) -> list[int]:
-        return self.tree.principal_variation(0)
-
-    def preference(self) -> list[int]:
-        """The root actions, the chosen one first, then by the policy target (Gumbel's) or visits, ties by prior."""
-        rank = self.visit_counts if self.policy_target is None else self.policy_target
-        rest = sorted((a for a in range(len(self.priors)) if a != self.action),
-                      key=lambda a: (-float(rank[a]), -float(self.priors[a]), a))
-        return [self.action, *rest] if self.action >= 0 else rest
-
-    def without(self, dropped: np.ndarray, action: int) -> SearchResult:
-        """This result with the root actions `dropped` marks given no visits and no share of the policy target,
-        and `action` chosen: what the learner reads once the step has ruled those out."""
-        target = self.policy_target
-        if target is not None:
-            kept = np.where(dropped, 0.0, target)
-            target = kept / kept.sum() if kept.sum() > 0 else None
-        return replace(self, action=action, visit_counts=np.where(dropped, 0, self.visit_counts),
-                       policy_target=target)
 
 
 def _templates(templates: Any, num_actions: int) -> np.ndarray:
@@ -324,7 +286,5 @@ def warm_up() -> float:
 
     config = SearchConfig(num_simulations=4, batch_size=2, hierarchical=True, widening_k=1.0, early_stop_fraction=0.25)
     search(Root(0, 2, key=0, templates=(0, 1)), step, config)
-    from evoskill.core.search.compiled import warm_up_kernels  # compiled.py imports this module
-
     warm_up_kernels()
     return time.perf_counter() - started

@@ -55,7 +55,8 @@ from evoskill.core.reward import Scorer
 from evoskill.core.reward.dynamics import DynamicsWeights
 from evoskill.core.rooms import RoomMap, room_of
 from evoskill.core.search.advice import Advice
-from evoskill.core.search.mcts import SearchOutOfTime, SearchResult, search
+from evoskill.core.search.mcts import SearchOutOfTime, search
+from evoskill.core.search.result import SearchResult
 from evoskill.core.search.types import Evaluation, Root, Transition
 from evoskill.core.search_config import SearchConfig
 from evoskill.core.state_text import candidate_text, notes_along
