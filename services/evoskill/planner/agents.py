@@ -29,9 +29,9 @@ from evoskill.core.exploration import CURIOSITY, NOVELTY, UNCERTAIN, novelty_bon
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
-from evoskill.core.search.advice import Advice, PolicyFn, llm_priors, memories, novelty, revisits, theta, visit_counts
+from evoskill.core.search.advice import PolicyFn, llm_priors, memories, novelty, revisits, theta, visit_counts
 from evoskill.core.search.mcts import SearchOutOfTime
-from evoskill.core.search.model import ProposeFn, SearchModel
+from evoskill.core.search.model import Advice, ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import MAX_RECENT, state_text

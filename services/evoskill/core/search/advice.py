@@ -11,21 +11,17 @@ actions that worked in similar states and a penalty for those that failed (core/
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evoskill.core.exploration import novelty_bonus
 from evoskill.core.llm.priors import combine, llm_prior
 from evoskill.core.memory.fusion import memory_bonus
+from evoskill.core.search.model import Advice, Path, SearchModel
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import state_text
 from evoskill.memory.v1 import memory_pb2
 
-if TYPE_CHECKING:
-    from evoskill.core.search.model import Path, SearchModel
-
-Advice = Callable[["SearchModel", Sequence["Path"], Evaluation], Evaluation]
 # (goal, observation, actions, templates) per state -> (logits per state, values)
 PolicyFn = Callable[[Sequence[tuple[str, str, Sequence[str], Sequence[str]]]], tuple[list[np.ndarray], np.ndarray]]
 

@@ -54,7 +54,6 @@ from evoskill.core.llm.prompt import LlmAnswer
 from evoskill.core.reward import Scorer
 from evoskill.core.reward.dynamics import DynamicsWeights
 from evoskill.core.rooms import RoomMap, room_of
-from evoskill.core.search.advice import Advice
 from evoskill.core.search.mcts import SearchOutOfTime, search
 from evoskill.core.search.result import SearchResult
 from evoskill.core.search.types import Evaluation, Root, Transition
@@ -63,6 +62,9 @@ from evoskill.core.state_text import candidate_text, notes_along
 from evoskill.sandbox.v1 import sandbox_pb2
 
 Path = tuple[str, ...]
+# A transform of evaluations (θ, memories, the LLM, visit counts): the model, the paths evaluated, the evaluation so
+# far -> the evaluation with this advice applied (core/search/advice.py has them).
+Advice = Callable[["SearchModel", Sequence[Path], Evaluation], Evaluation]
 SimulateFn = Callable[[list[sandbox_pb2.Probe], float], tuple[Sequence[sandbox_pb2.ProbeResult], int]]
 ProposeFn = Callable[["SearchModel", Path], LlmAnswer | None]  # None: not asked at this node
 ROLLOUT_SEED_STRIDE = 1_000_003  # rollout seeds of different searches never meet
