@@ -325,7 +325,8 @@ def solve(
     """Play one episode through the services with a live progress display."""
     from rich.live import Live
 
-    from evoskill.clients.episodes import episode_request, play, services
+    from evoskill.clients.episodes import services
+    from evoskill.planner.client import episode_request, play
 
     env = located_env(env)
     _policy_agent(policy, agent)
@@ -380,7 +381,8 @@ def eval_cmd(
     import grpc
     from rich.progress import Progress
 
-    from evoskill.clients.episodes import EpisodeOutcome, EvalReport, episode_request, play, services
+    from evoskill.clients.episodes import EvalReport, services
+    from evoskill.planner.client import EpisodeOutcome, episode_request, play
     from evoskill.platform.provenance import write_report
 
     env = located_env(env)

@@ -16,7 +16,8 @@ from typing import Any
 import nats
 import pytest
 
-from evoskill.clients.episodes import episode_request, play, services
+from evoskill.clients.episodes import services
+from evoskill.planner.client import episode_request, play
 from evoskill.platform.bus import connect_options
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import check_health

@@ -74,6 +74,7 @@ def test_eval_exits_1_saying_how_many_episodes_failed_and_keeps_them_in_the_repo
     import grpc
 
     from evoskill.clients import episodes
+    from evoskill.planner import client
 
     @contextlib.asynccontextmanager
     async def running(settings, say):  # type: ignore[no-untyped-def]
@@ -83,11 +84,11 @@ def test_eval_exits_1_saying_how_many_episodes_failed_and_keeps_them_in_the_repo
         if request.seed == 1:
             raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
                                        details="the sandbox's worker died")
-        return episodes.EpisodeOutcome(request.seed, True, 1.0, 3, 3, 1.0, episode_id=request.episode_id,
-                                       trace_id="ab" * 16)
+        return client.EpisodeOutcome(request.seed, True, 1.0, 3, 3, 1.0, episode_id=request.episode_id,
+                                     trace_id="ab" * 16)
 
     monkeypatch.setattr(episodes, "services", running)
-    monkeypatch.setattr(episodes, "play", play)
+    monkeypatch.setattr(client, "play", play)
     monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
     result = CliRunner().invoke(app, ["eval", *COIN, "--episodes", "3", "--json", str(tmp_path / "r.json")])
     assert result.exit_code == 1, result.output
@@ -214,6 +215,7 @@ def test_an_unpublished_policy_is_one_line_before_any_episode_is_played(
     import contextlib
 
     from evoskill.clients import episodes
+    from evoskill.planner import client
 
     played: list[int] = []
 
@@ -228,7 +230,7 @@ def test_an_unpublished_policy_is_one_line_before_any_episode_is_played(
         return ["v000000", "v000001"]
 
     monkeypatch.setattr(episodes, "services", running)
-    monkeypatch.setattr(episodes, "play", play)
+    monkeypatch.setattr(client, "play", play)
     monkeypatch.setattr(episodes, "published_policies", published)
     monkeypatch.setenv("EVOSKILL_STATE_DIR", str(tmp_path / "state"))
     for command in ("eval", "solve"):

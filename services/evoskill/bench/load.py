@@ -31,7 +31,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.clients.episodes import episode_request, play
+from evoskill.planner.client import episode_request, play
 from evoskill.platform.config import ServiceEndpoint, Settings
 from evoskill.stack.counts import drained, read_stream, replay_ids, stop_for_good, stored_experiences
 from evoskill.stack.supervisor import Stack, free_ports

@@ -33,8 +33,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from rich.console import Console
 from rich.table import Table
 
-from evoskill.clients.episodes import episode_request, play
 from evoskill.core.agent import AgentKind
+from evoskill.planner.client import episode_request, play
 from evoskill.platform.config import NatsSettings, ServiceEndpoint, Settings, TelemetrySettings, TemporalSettings
 from evoskill.platform.provenance import write_report
 from evoskill.stack.supervisor import Stack, free_ports

@@ -16,13 +16,13 @@ import grpc
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from evoskill.clients.episodes import episode_request, play
 from evoskill.core.agent import AgentKind
 from evoskill.core.errors import DomainError, FailedPrecondition, NotFound
 from evoskill.learner.registry import parse_version
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.orchestrator.exploration.logic import Resolved, ShadowEpisode, ShadowStep, ShadowTask
 from evoskill.orchestrator.training.activities import heartbeats, rpc_failure
+from evoskill.planner.client import episode_request, play
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel

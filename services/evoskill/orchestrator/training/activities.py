@@ -16,7 +16,6 @@ import grpc
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from evoskill.clients.episodes import episode_request, play
 from evoskill.learner.v1 import learner_pb2, learner_pb2_grpc
 from evoskill.orchestrator.training.logic import (
     EpisodeResult,
@@ -28,6 +27,7 @@ from evoskill.orchestrator.training.logic import (
     TrainTask,
 )
 from evoskill.orchestrator.training.report import record_metrics
+from evoskill.planner.client import episode_request, play
 from evoskill.platform.beats import beating
 from evoskill.platform.config import Settings
 from evoskill.platform.rpc import channel
