@@ -191,7 +191,7 @@ def test_export_from_a_library_file_of_gold_paths(tmp_path: Path) -> None:
 
 
 def test_the_jsonl_loads_with_datasets_with_trl_columns(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")  # not a dependency (~300 MB with pyarrow); the checks above hold
+    import datasets  # the dev extra's: how TRL's SFT and DPO trainers read a JSONL file
     sft, pref = tmp_path / "sft.jsonl", tmp_path / "pref.jsonl"
     schemas = tool_schemas([ToolInfo("add", "Adds.", {"type": "object", "properties": {"a": {"type": "integer"}}},
                                      source="python:t")])
