@@ -51,12 +51,12 @@ def explore(
         from temporalio.client import WorkflowFailureError
 
         from evoskill.orchestrator.exploration.starter import explore as run_exploration
-        from evoskill.orchestrator.exploration.starter import new_workflow_id
         from evoskill.platform.temporal import connect
+        from evoskill.platform.temporal import workflow_id as new_id
 
         async with services(settings, console.print):
             client = await connect(settings, attempts=3)
-            wid = workflow_id or new_workflow_id()
+            wid = workflow_id or new_id("explore")
             console.print(f"exploration workflow [bold]{wid}[/bold]: candidate {candidate} on {', '.join(env)}")
             try:
                 result = await run_exploration(client, settings, params, wid)

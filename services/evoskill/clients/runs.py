@@ -19,9 +19,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from evoskill.clients.training import query_progress
 from evoskill.orchestrator.training.logic import TrainingInput, TrainingParams, TrainingProgress, TrainingResult
-from evoskill.orchestrator.training.starter import new_workflow_id, start_training
+from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
+from evoskill.platform.temporal import workflow_id as new_id
 
 Handle = WorkflowHandle[TrainingWorkflow, TrainingResult]
 WORKFLOW_TYPE = "TrainingWorkflow"
@@ -149,7 +150,7 @@ async def start_detached(settings: Settings, params: TrainingParams, workflow_id
         raise RunsError("--detach needs a running stack (the run outlives this command): `evoskill up --detach` "
                         f"starts one on {settings.state_dir.resolve()}")
     client = await client_for(settings)
-    workflow_id = workflow_id or new_workflow_id()
+    workflow_id = workflow_id or new_id("train")
     try:
         await start_training(client, settings, params, workflow_id)
     except WorkflowAlreadyStartedError as exc:

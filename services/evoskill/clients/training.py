@@ -36,10 +36,11 @@ from evoskill.orchestrator.training.report import (
     success_line,
     write_scalars,
 )
-from evoskill.orchestrator.training.starter import new_workflow_id, start_training
+from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report as write_json_report
+from evoskill.platform.temporal import workflow_id as new_id
 
 
 def failure_message(exc: BaseException) -> str:
@@ -143,7 +144,7 @@ async def run_training(settings: Settings, params: TrainingParams, console: Cons
                        workflow_id: str | None = None) -> TrainingResult:
     from evoskill.platform.temporal import connect
 
-    workflow_id = workflow_id or new_workflow_id()
+    workflow_id = workflow_id or new_id("train")
     report_dir = report_dir or settings.state_dir / "reports" / workflow_id
     client = await connect(settings, attempts=3)
     started = time.perf_counter()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
@@ -20,3 +22,8 @@ async def connect(settings: Settings, attempts: int = 30, wait_s: float = 1.0) -
                 settings.temporal_address, namespace=settings.temporal.namespace, interceptors=[TracingInterceptor()]
             )
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def workflow_id(kind: str) -> str:
+    """A new workflow id, `kind-` and 8 hex digits (train-1a2b3c4d): what `evoskill runs` and Temporal's UI list."""
+    return f"{kind}-{uuid.uuid4().hex[:8]}"

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 
 from temporalio.client import Client
 
 from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, ExplorationResult
 from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
 from evoskill.platform.config import Settings
-from evoskill.platform.temporal import connect
-
-
-def new_workflow_id() -> str:
-    return f"explore-{uuid.uuid4().hex[:8]}"
+from evoskill.platform.temporal import connect, workflow_id
 
 
 async def explore(client: Client, settings: Settings, params: ExplorationParams, workflow_id: str) -> ExplorationResult:
@@ -32,7 +27,7 @@ async def main(candidate: str, envs: list[str]) -> None:
         await connect(settings, attempts=3),
         settings,
         ExplorationParams(candidate=candidate, envs=envs),
-        new_workflow_id(),
+        workflow_id("explore"),
     )
     print("\n".join(result.decisions))
     print(f"{result.outcome}: {result.candidate} vs baseline {result.baseline}")

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 
 from temporalio.client import Client
 
 from evoskill.orchestrator.health.workflow import StackHealthWorkflow
 from evoskill.platform.config import Settings
-from evoskill.platform.temporal import connect
+from evoskill.platform.temporal import connect, workflow_id
 
 
 async def check_health(client: Client, settings: Settings) -> dict[str, bool]:
     return await client.execute_workflow(
-        StackHealthWorkflow.run, id=f"stack-health-{uuid.uuid4().hex[:8]}", task_queue=settings.temporal.task_queue
+        StackHealthWorkflow.run, id=workflow_id("stack-health"), task_queue=settings.temporal.task_queue
     )
 
 

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 
 from temporalio.client import Client, WorkflowHandle
 
 from evoskill.orchestrator.training.logic import TrainingInput, TrainingParams, TrainingResult
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
-from evoskill.platform.temporal import connect
-
-
-def new_workflow_id() -> str:
-    return f"train-{uuid.uuid4().hex[:8]}"
+from evoskill.platform.temporal import connect, workflow_id
 
 
 async def start_training(
@@ -33,7 +28,7 @@ async def start_training(
 async def main(envs: list[str]) -> None:
     settings = Settings()
     handle = await start_training(
-        await connect(settings, attempts=3), settings, TrainingParams(envs=envs), new_workflow_id()
+        await connect(settings, attempts=3), settings, TrainingParams(envs=envs), workflow_id("train")
     )
     print(f"started {handle.id}")
     result = await handle.result()
