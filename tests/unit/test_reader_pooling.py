@@ -1,5 +1,5 @@
-"""The reader pools each candidate's packed tokens by segment sums: the same numbers as the [B, A, N] membership
-matrix it replaced (whose cost grew with candidates × tokens), padding adding nothing."""
+"""The reader pools each candidate's packed tokens by segment sums: the same sums and token counts as the [B, A, N]
+membership matrix it replaced (whose cost grew with candidates × tokens), padding adding nothing."""
 
 from __future__ import annotations
 
@@ -32,5 +32,6 @@ def test_segment_sums_equal_the_membership_matrix(lengths: list[list[int]], widt
         real[b, :len(packed)] = True
     values = torch.randn(len(lengths), tokens, width, generator=generator)
     like = torch.zeros(len(lengths), candidates, dtype=torch.long)
-    torch.testing.assert_close(_segment_sum(values, slot, real, like),
-                               membership_sums(values, slot, real, candidates))
+    sums, counts = _segment_sum(values, slot, real, like)
+    torch.testing.assert_close(sums, membership_sums(values, slot, real, candidates))
+    torch.testing.assert_close(counts, membership_sums(torch.ones_like(values[..., :1]), slot, real, candidates))

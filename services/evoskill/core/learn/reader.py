@@ -56,8 +56,10 @@ def _local(mix: nn.Module, norm: nn.Module, x: torch.Tensor, group: torch.Tensor
     return norm(x + F.gelu(mix(torch.cat([prev, x, after], dim=-1)))) * keep
 
 
-def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """[B, A, D] sums of the rows of values [B, N, D] by candidate: token n belongs to candidate slot[b, n]
+def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor,
+                 like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, A, D] sums of the rows of values [B, N, D] by candidate, and [B, A, 1] each candidate's token count: token
+    n belongs to candidate slot[b, n]
     (padding, real False, to none); like [B, A] gives A. The tokens are packed in candidate order, padding last
     (`tokens.make_inputs`), so a candidate's sum is the difference of a running sum at the two ends of its run
     (in float64: a float32 sum over 15,000 tokens would lose digits). Linear in N: the [B, A, N] membership
@@ -70,7 +72,7 @@ def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor, l
     running = F.pad((values * ones).to(torch.float64).cumsum(1), (0, 0, 1, 0))  # [B, N + 1, D]: 0 before the first
     width = values.shape[-1]
     sums = running.gather(1, ends.expand(-1, -1, width)) - running.gather(1, starts.expand(-1, -1, width))
-    return sums.to(values.dtype)
+    return sums.to(values.dtype), counts
 
 
 class _CrossBlock(nn.Module):
@@ -196,13 +198,13 @@ class ReaderNet(nn.Module):
         sim = (self.match_query(y) @ self.match_key(x).transpose(1, 2)) / math.sqrt(x.shape[-1])
         best = (sim * allowed + (allowed - 1.0) * 1e4).amax(-1) * allowed.amax(-1)  # [B, N]; 0 without clauses
 
-        # Pool each candidate's tokens, one segment sum for all: its token count, mean, gated mean and MaxSim.
+        # Pool each candidate's tokens, one segment sum for all: its mean, gated mean and MaxSim.
         gate = torch.sigmoid(self.gate(y))  # [B, N, 1]
         w = y.shape[-1]
-        per_token = torch.cat([torch.ones_like(gate), y, y * gate, best.unsqueeze(-1) * gate], dim=-1)
-        sums = _segment_sum(per_token, cand_slot, real, template_ids)  # [B, A, 2W + 2]
-        count = sums[..., :1].clamp(min=1.0)
-        mean, gated, maxsim = sums[..., 1:w + 1] / count, sums[..., w + 1:2 * w + 1] / count, sums[..., -1]
+        per_token = torch.cat([y, y * gate, best.unsqueeze(-1) * gate], dim=-1)
+        sums, count = _segment_sum(per_token, cand_slot, real, template_ids)  # [B, A, 2W + 1], [B, A, 1]
+        count = count.clamp(min=1.0)
+        mean, gated, maxsim = sums[..., :w] / count, sums[..., w:2 * w] / count, sums[..., -1]
 
         skill = self.skills(template_ids)  # [B, A, K skill dim]
         pair = self.pair_action(torch.cat([mean, gated, note_lines, room_line, skill], dim=-1))
