@@ -453,7 +453,7 @@ def eval_cmd(
             fail(f"{len(refused)} episode(s) were refused as bad requests, e.g. {refused[0]}")
         if errors := sum(bool(e.error) for e in report.episodes):  # a script must not read a broken run as a score
             fail(f"{errors} of {len(report.episodes)} episode(s) failed in the services (counted as lost, score 0); "
-                  "see the errors above")
+                 "see the errors above")
 
     try:
         run_client(main)

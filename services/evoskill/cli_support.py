@@ -39,8 +39,8 @@ def with_llm(settings: Settings, url: str, model: str) -> Settings:
         running = state.get("llm") or {}
         if any(running.get(key, "") != value for key, value in asked.items()):
             fail(f"--llm: the stack running on {settings.state_dir.resolve()} asks "
-                  f"{running.get('base_url') or 'no LLM'} ({running.get('model') or 'no model'}), and its planner "
-                  "keeps that; stop it (`evoskill down`) or start it with EVOSKILL_LLM__BASE_URL/__MODEL", 2)
+                 f"{running.get('base_url') or 'no LLM'} ({running.get('model') or 'no model'}), and its planner "
+                 "keeps that; stop it (`evoskill down`) or start it with EVOSKILL_LLM__BASE_URL/__MODEL", 2)
     return settings.model_copy(update={"llm": settings.llm.model_copy(update=asked)})
 
 

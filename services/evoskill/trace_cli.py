@@ -33,12 +33,12 @@ def trace(
         fail("give a trace id or --episode, one of them", 2)
     if not any(folder.glob("*.jsonl")):
         fail(f"no span files in {folder}: start the stack with EVOSKILL_TELEMETRY__TRACE_DIR=traces "
-              "(telemetry.trace_dir) to write them")
+             "(telemetry.trace_dir) to write them")
     if episode:
         found = find_traces(folder, "evoskill.episode_id", episode)
         if not found:
             fail(f"--episode {episode!r}: no span in {folder} carries it (spans are written in batches: try again "
-                  "in a few seconds)")
+                 "in a few seconds)")
         trace_id = found[0]
     document = one_trace(folder, trace_id)
     if not document["resourceSpans"]:
