@@ -152,3 +152,15 @@ def test_listed_forms_are_word_prefixes_either_way() -> None:
     assert listed_forms("open", listed) == ["open door"]
     assert listed_forms("focus on thermometer", listed) == []  # listed already
 
+
+def test_listed_forms_leave_qualifiers_out_and_read_verb_aliases() -> None:
+    from evoskill.core.agent import listed_forms
+
+    listed = ["use thermometer on chocolate", "use chocolate on thermometer", "use thermometer on metal pot",
+              "look at metal pot", "look at substance in metal pot", "look at substance"]
+    assert listed_forms("use thermometer in inventory on chocolate", listed) == ["use thermometer on chocolate"]
+    # the closest first; the environment's probe decides which does the same
+    assert listed_forms("examine substance in metal pot", listed) == ["look at substance in metal pot",
+                                                                      "look at metal pot", "look at substance"]
+    assert listed_forms("use thermometer in inventory on stove", listed) == []
+

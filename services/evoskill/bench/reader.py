@@ -24,6 +24,7 @@ from rich.table import Table
 
 from evoskill.core.episode_record import steps_with_states
 from evoskill.core.state_text import state_text
+from evoskill.envs.base import heuristic_template
 from evoskill.library.jsonl import read_jsonl
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
@@ -38,7 +39,9 @@ def library_states(library: Path, limit: int) -> list[State]:
         for before, step in steps_with_states(episode):
             actions, templates = list(step.target.actions), list(step.target.templates)
             if actions:
-                states.append((state_text(before), list(zip(actions, templates or actions, strict=True))))
+                # a library written without templates: each action's verb with slots, as the sandbox would say
+                templates = templates or [heuristic_template(a) for a in actions]
+                states.append((state_text(before), list(zip(actions, templates, strict=True))))
             if len(states) == limit:
                 return states
     return states

@@ -65,13 +65,37 @@ class AgentKind(StrEnum):
             raise InvalidInput(f"agent {name!r} is not one of {', '.join(cls)}") from None
 
 
+# Parsers' synonyms of a verb: text games' "examine X" is ScienceWorld's listed "look at X".
+VERB_ALIASES: tuple[tuple[str, str], ...] = (("examine", "look at"),)
+_MOST_FORMS = 4  # each form is probed (on ScienceWorld a reset and a replay): the closest few
+
+
 def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
-    """The listed actions that may be `action` written otherwise: a word prefix of it or it of them (ScienceWorld's
-    gold paths say "focus on thermometer in inventory" where its list says "focus on thermometer"). Only
-    candidates: the environment decides which does the same."""
+    """The listed actions that may be `action` written otherwise, closest first: the same words with qualifiers
+    left out (ScienceWorld's gold paths say "use thermometer in inventory on chocolate" where its list says "use
+    thermometer on chocolate"), a word prefix of it or it of them, or a verb's alias ("examine X" for "look at
+    X"). Only candidates: the environment decides which does the same."""
     if action in listed:
         return []
-    return [a for a in listed if action.startswith(a + " ") or a.startswith(action + " ")]
+    spellings = [action] + [alias + action[len(verb):] for verb, alias in VERB_ALIASES
+                            if action.startswith(verb + " ")]
+    forms: dict[str, int] = {}
+    for spelled in spellings:
+        words = spelled.split()
+        for candidate in listed:
+            if (candidate == spelled or candidate.startswith(spelled + " ") or spelled.startswith(candidate + " ")
+                    or _shortened(candidate.split(), words)):
+                forms.setdefault(candidate, len(candidate.split()))
+    return sorted(forms, key=lambda form: -forms[form])[:_MOST_FORMS]
+
+
+def _shortened(short: list[str], long: list[str]) -> bool:
+    """Whether `short` is `long` with some words left out, its first and last kept (the verb and the object's
+    head noun)."""
+    if not short or len(short) >= len(long) or short[0] != long[0] or short[-1] != long[-1]:
+        return False
+    rest = iter(long)
+    return all(word in rest for word in short)
 
 
 @dataclass
