@@ -23,7 +23,7 @@ def test_the_issue_suites_are_there_with_their_protocols() -> None:
     assert find.budget.max_steps == 30 and find.env == "sciworld:find-animal?easy=1"
     # thousands of candidates a step: no children stepped for marks; a --set of the same setting wins
     assert setting_overrides([*find.settings, "search.prefetch_children=4"]) == {
-        "EVOSKILL_SEARCH__PREFETCH_CHILDREN": "4", "EVOSKILL_SEARCH__TIME_BUDGET_S": "5"}
+        "EVOSKILL_SEARCH__PREFETCH_CHILDREN": "4", "EVOSKILL_SEARCH__TIME_BUDGET_S": "5.0"}
     assert setting_overrides(list(find.settings))
     for suite in SUITES.values():
         assert suite.quick.wall_time_s < suite.budget.wall_time_s

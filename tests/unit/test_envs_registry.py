@@ -73,3 +73,15 @@ def test_the_first_declaration_of_a_name_wins(env_entry_points: list[EntryPoint]
                  point("puzzle", "no_such_package:scheme")]
     assert parse_spec("twx:hanoi").canonical() == "twx:hanoi?disks=3,start=random"  # metadata over fallback
     assert parse_spec("puzzle:hanoi").scheme == "puzzle"
+
+
+def test_a_scheme_search_settings_apply_where_the_operator_set_none(env_entry_points: list[EntryPoint]) -> None:
+    from evoskill.core.search_config import SearchConfig
+
+    service = SearchConfig()
+    playing = reg.search_settings("sw:boil?easy=1", service)  # ScienceWorld: no child stepped ahead, 5 s a step
+    assert (playing.prefetch_children, playing.time_budget_s) == (0, 5.0)
+    assert reg.search_settings("twx:coin", service) == service  # declares none
+    chosen = SearchConfig(prefetch_children=8)  # as EVOSKILL_SEARCH__PREFETCH_CHILDREN=8 sets it
+    assert reg.search_settings("sciworld:boil", chosen).prefetch_children == 8
+    assert reg.search_settings("nosuch:game", service) == service  # the environment says why when it starts

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from evoskill.core.agent import AgentKind
+from evoskill.envs.schemes import SCIWORLD
 from evoskill.orchestrator.training.logic import SEARCH_ALGORITHMS
 
 AGENTS = (AgentKind.RANDOM, AgentKind.MCTS, AgentKind.POLICY_MCTS, AgentKind.POLICY)  # the table's rows, as played
@@ -91,11 +92,9 @@ SCIENCEWORLD_TASKS = ("boil", "measure-melting-point-known-substance",
                       "power-component-renewable-vs-nonrenewable-energy", "find-animal", "grow-plant", "chemistry-mix",
                       "lifespan-shortest-lived", "identify-life-stages-1", "inclined-plane-determine-angle",
                       "mendelian-genetics-known-plant")
-# ScienceWorld lists hundreds to thousands of valid actions a step, and each child stepped replays the episode
-# from its start: θ alone and the demonstrations step none (no "been there" marks), search prunes no no-ops.
-# A search probe there costs a reset and a replay (0.3-1 s on 2 loaded cores): each real step's search gets
-# 5 s and acts on what it found by then (search.time_budget_s), so an episode's time follows its steps.
-_SW_SETTINGS = ("search.prefetch_children=0", "search.time_budget_s=5")
+# ScienceWorld's search settings (no child stepped ahead, 5 s of search a real step: `EnvScheme.search`), which
+# its games get anyway, named in the suite so that its runs record them.
+_SW_SETTINGS = tuple(f"search.{name}={value}" for name, value in SCIWORLD.search)
 _SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors (mean over the 10 tasks): "
             "EMPO² 75.9, GRPO 33.2, Reflexion 17.1, DRRN 17")
 

@@ -18,9 +18,10 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from evoskill.core.errors import Unavailable
-from evoskill.envs.spec import EnvironmentInfo, EnvSpec, EnvSpecError
+from evoskill.envs.spec import EnvironmentInfo, EnvSpec, EnvSpecError, parse_spec
 
 if TYPE_CHECKING:
+    from evoskill.core.search_config import SearchConfig
     from evoskill.envs.base import TextEnv
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,9 @@ class EnvScheme:
     name is a file's path (any text without '?'), which ``parse`` makes absolute, and clients send the spec in
     that form (:func:`~evoskill.envs.spec.located`), since services run in folders of their own.
     ``network(spec)``: whether the game reaches hosts outside its process tree (a tool server over HTTP); the
-    sandbox runs every other game where no connection leaves its worker (default: none does).
+    sandbox runs every other game where no connection leaves its worker (default: none does). ``search``: the
+    search settings (``search.*`` names and values) its games are played with where the operator set none
+    (:func:`search_settings`).
     """
 
     make: Callable[..., TextEnv]
@@ -69,6 +72,7 @@ class EnvScheme:
     environments: Callable[[], list[EnvironmentInfo]] | None = None
     file_names: bool = False
     network: Callable[[EnvSpec], bool] | None = None
+    search: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def gym(cls, factory: Callable[[EnvSpec], Any], **fields: Any) -> EnvScheme:
@@ -144,6 +148,18 @@ def needs_network(spec: EnvSpec) -> bool:
     """Whether the game ``spec`` (parsed) names reaches hosts outside its process tree (``EnvScheme.network``)."""
     network = scheme_registry().resolve(spec.scheme)[1].network
     return network is not None and network(spec)
+
+
+def search_settings(spec: str, settings: SearchConfig) -> SearchConfig:
+    """`settings` for playing `spec`: its scheme's ``search`` settings wherever the operator (settings file,
+    environment variable, ``model_copy``) set none; `settings` as they are for a spec that does not parse (the
+    environment says why when it starts)."""
+    try:
+        declared = scheme_registry().resolve(parse_spec(spec, validate=False).scheme)[1].search
+    except EnvSpecError:
+        return settings
+    unset = {name: value for name, value in declared if name not in settings.model_fields_set}
+    return settings.model_copy(update=unset) if unset else settings
 
 
 @functools.cache

@@ -62,4 +62,8 @@ TW = EnvScheme(
 SCIWORLD = EnvScheme(
     make=_make_sciworld, parse=parse_sciworld, description="ScienceWorld: 30 science tasks (one JVM per env)",
     aliases=("scienceworld", "sw"), environments=sciworld_environments,
+    # Hundreds to thousands of listed actions a state, and no state copy: each child stepped is a reset and a
+    # replay (0.3-1 s), so none is stepped ahead of search (θ alone and the demonstrations step none either), and
+    # each real step's search acts on what it found within 5 s.
+    search=(("prefetch_children", 0), ("time_budget_s", 5.0)),
 )

@@ -9,7 +9,8 @@ demonstration (the candidates' templates, their `seen` marks, the rewards), with
 `seen` marks need every child of every state stepped once; on environments without a native state
 copy (TextWorldExpress, ScienceWorld) each child costs a replay of the episode so far. `seen=False`
 skips that (children are not stepped; every mark reads False, as on states with more than
-`search.prefetch_children` actions).
+`search.prefetch_children` actions). ScienceWorld's games step none either way (its scheme's search settings,
+`EnvScheme.search`: hundreds of children a state, each a replay).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from evoskill.core.exploration import EpsilonGreedy
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn
+from evoskill.envs.registry import search_settings
 from evoskill.events.v1 import events_pb2
 from evoskill.planner.agents import BUILDERS, AgentTools, agent_kind, playable_kind
 from evoskill.planner.llm import LlmClient
@@ -106,9 +107,10 @@ class EpisodePlayer:
                 workflow_id=request.workflow_id)
             self.episode = episode_memory(request)
             try:
-                tools = AgentTools(self.sandbox, self.settings, self.score, self.memory, self.llm, self.stop)
+                settings = search_settings(request.env_spec, self.settings)  # what its environment needs
+                tools = AgentTools(self.sandbox, settings, self.score, self.memory, self.llm, self.stop)
                 agent = explore(BUILDERS[kind](tools, request, self.policy, session.gold_path), kind,
-                                resolve_config(request.config, self.settings, 0).explore_epsilon)
+                                resolve_config(request.config, settings, 0).explore_epsilon)
                 shadow = (BUILDERS[kind](tools, request, self.shadow_policy, ()) if request.shadow_policy_version
                           else None)
                 yield from self._loop(agent, shadow, session, max_steps, kind.uses_llm)
