@@ -142,6 +142,9 @@ def test_scienceworld_gold_actions_outside_the_valid_list_are_played() -> None:
     actions = [step.action.text for step in episode.steps]
     assert episode.won and "focus on thermometer" in actions, actions
     assert "focus on thermometer in inventory" not in actions
+    # with a qualifier left out, or a verb's alias: "use thermometer in inventory on chocolate", "examine chocolate"
+    assert {"use thermometer on chocolate", "look at chocolate"} <= set(actions), actions
+    assert not any(a.startswith(("use thermometer in inventory", "examine")) for a in actions), actions
 
 
 def test_listed_forms_are_word_prefixes_either_way() -> None:
