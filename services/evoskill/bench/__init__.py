@@ -217,6 +217,51 @@ def quality(
     run_quality_bench(chosen, quick, seeds, workers, overrides, folder, json_path, reused, rows, first_seed, choice)
 
 
+@bench_app.command("combine")
+def combine_cmd(
+    files: list[str] = typer.Argument(..., help="`bench quality --json` summaries, PATH or PATH#policy,policy+mcts "
+                                                "(only those agents' rows); pieces of one suite are merged."),
+    family: str | None = typer.Option(None, help="scienceworld: the mean over its ten tasks, a task or agent no "
+                                                 "file covers counted as 0."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the table and the means here."),
+) -> None:
+    """Several `bench quality` summaries as one table, with each agent's mean over the suites."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from evoskill.bench.combine import FAMILIES, combine, load
+    from evoskill.platform.config import Settings
+    from evoskill.platform.provenance import write_report
+
+    try:
+        if family is not None and family not in FAMILIES:
+            raise ValueError(f"--family {family!r}: expected one of {', '.join(FAMILIES)}")
+        result = combine(load(files), family)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    agents = list(result["mean"])
+    table = Table("suite", "seeds", *agents, title="score mean ± sd over runs (the suite's own scale)")
+    for row in result["suites"]:
+        cells = [f"{a['score_mean']:.1f} ± {a['score_sd']:.1f}" if (a := row["agents"].get(name)) else "–"
+                 for name in agents]
+        seeds = sorted({seed for runs in row["seeds"].values() for seed in runs})
+        table.add_row(row["suite"], ",".join(map(str, seeds)), *cells)
+    means = [result["mean"][a] for a in agents]
+    table.add_row(f"mean over {means[0]['suites'] if means else 0} suites", "",
+                  *(f"{m['score_mean']:.1f}" + (f" ± {m['score_sd']:.1f}" if m["score_sd"] is not None else "")
+                    for m in means), style="bold")
+    console = Console()
+    console.print(table)
+    for agent, m in result["mean"].items():
+        if m["counted_as_0"]:
+            console.print(f"{agent}: counted as 0 where not measured: {', '.join(m['counted_as_0'])}")
+    console.print(f"wall time of the runs: {result['wall_time_s'] / 3600:.1f} h")
+    if json_path is not None:
+        write_report(json_path, result, Settings())
+        console.print(f"wrote {json_path}")
+
+
 @bench_app.command("memory")
 def memory(
     json_path: Path | None = typer.Option(None, "--json", help="Write the rows and ratios here."),

@@ -128,16 +128,19 @@ def shared_game_cache(overrides: dict[str, str]) -> dict[str, str]:
     return {GAME_CACHE_VAR: str(envs_cache_dir(Settings()))}
 
 
+# Each agent's row in the tables and summaries.
+ROW_LABELS: dict[AgentKind, str] = {
+    AgentKind.RANDOM: "random", AgentKind.MCTS: "uniform-prior MCTS", AgentKind.POLICY_MCTS: "θ + MCTS (policy+mcts)",
+    AgentKind.POLICY: "θ alone (policy)",
+}
+
+
 def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]:
     """The rows of the agents asked for, in the table's order (θ's rows depend on θ; the others do not)."""
     unknown = sorted(set(agents) - set(AGENTS))
     if unknown or not agents:
         raise ValueError(f"--agents {','.join(agents)}: expected some of {', '.join(AGENTS)}")
-    names = {AgentKind.RANDOM: AgentRow("random", 0),
-             AgentKind.MCTS: AgentRow("uniform-prior MCTS", budget.simulations),
-             AgentKind.POLICY_MCTS: AgentRow("θ + MCTS (policy+mcts)", budget.simulations),
-             AgentKind.POLICY: AgentRow("θ alone (policy)", 0)}
-    return [names[a] for a in AGENTS if a in agents]
+    return [AgentRow(ROW_LABELS[a], budget.simulations if a.searches else 0) for a in AGENTS if a in agents]
 
 
 def library_tally(path: Path) -> dict[str, Any]:
