@@ -44,3 +44,12 @@ def test_the_git_revision_is_this_checkouts_and_empty_outside_one(tmp_path: Path
     finally:
         monkeypatch.undo()
         provenance.git_revision.cache_clear()
+
+
+def test_paths_under_the_working_folder_are_written_relative_to_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    write_report(tmp_path / "r.json", {"library": str(tmp_path / "runs" / "library.jsonl"), "other": "/elsewhere/x"},
+                 Settings(state_dir=tmp_path / ".evoskill"))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["library"] == "runs/library.jsonl" and report["other"] == "/elsewhere/x"
+    assert report["run"]["settings"]["state_dir"] == ".evoskill" and str(tmp_path) not in json.dumps(report)

@@ -202,7 +202,8 @@ def quality(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    folder, reused = work_dir.resolve() / chosen.name.replace(":", "-"), library.resolve() if library else None
+    # absolute, not resolved: a folder reached through a link stays under the working folder in the reports
+    folder, reused = work_dir.absolute() / chosen.name.replace(":", "-"), library.absolute() if library else None
     if ablate:
         from evoskill.bench.ablation import run_ablation_bench
         from evoskill.core.errors import InvalidInput

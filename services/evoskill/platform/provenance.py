@@ -74,6 +74,10 @@ def _is_cli(argv0: str) -> bool:
 
 
 def write_report(path: Path, report: dict[str, Any], settings: Settings) -> None:
-    """`report` as JSON with its `run` object, its folder created."""
+    """`report` as JSON with its `run` object, its folder created; paths under the working folder are written
+    relative to it, so a report committed under docs/figures names no folder of the machine that ran it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**report, "run": run_record(settings)}, indent=2) + "\n")
+    text = json.dumps({**report, "run": run_record(settings)}, indent=2) + "\n"
+    for folder in dict.fromkeys((str(Path.cwd()), str(Path.cwd().resolve()))):
+        text = text.replace(folder.rstrip("/") + "/", "")
+    path.write_text(text)
