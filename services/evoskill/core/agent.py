@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,35 +68,43 @@ class AgentKind(StrEnum):
 
 # Parsers' synonyms of a verb: text games' "examine X" is ScienceWorld's listed "look at X".
 VERB_ALIASES: tuple[tuple[str, str], ...] = (("examine", "look at"),)
+_LINKS = frozenset({"in", "on", "to", "into", "from", "with"})  # words that only join an action's objects
+# A last qualifier of place, " in X" with no other object after it: "focus on hatchling turtle in outside".
+_PLACE = re.compile(r" in (?!.* (?:in|on|to|into|from|with) )[^ ].*$")
 _MOST_FORMS = 4  # each form is probed (on ScienceWorld a reset and a replay): the closest few
 
 
 def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
-    """The listed actions that may be `action` written otherwise, closest first: the same words with qualifiers
-    left out (ScienceWorld's gold paths say "use thermometer in inventory on chocolate" where its list says "use
-    thermometer on chocolate"), a word prefix of it or it of them, or a verb's alias ("examine X" for "look at
-    X"). Only candidates: the environment decides which does the same."""
+    """The listed actions that may be `action` written otherwise, closest first: its words with qualifiers left
+    out or in another order (ScienceWorld's gold paths say "use thermometer in inventory on chocolate", "connect
+    solar panel anode to …", "focus on hatchling turtle in outside" where its list says "use thermometer on
+    chocolate", "connect anode in solar panel to …", "focus on hatchling turtle"), a word prefix of it or it of
+    them, or a verb's alias ("examine X" for "look at X"). Only candidates: the environment decides which does
+    the same."""
     if action in listed:
         return []
-    spellings = [action] + [alias + action[len(verb):] for verb, alias in VERB_ALIASES
-                            if action.startswith(verb + " ")]
+    spellings = {action: 0} | {alias + action[len(verb):]: 0 for verb, alias in VERB_ALIASES
+                               if action.startswith(verb + " ")}
+    for spelled in list(spellings):
+        if (place := _PLACE.search(spelled)) is not None:  # left out: as far as the words it drops
+            spellings.setdefault(spelled[:place.start()], len(place.group().split()))
     forms: dict[str, int] = {}
-    for spelled in spellings:
-        words = spelled.split()
-        for candidate in listed:
-            if (candidate == spelled or candidate.startswith(spelled + " ") or spelled.startswith(candidate + " ")
-                    or _shortened(candidate.split(), words)):
-                forms.setdefault(candidate, len(candidate.split()))
-    return sorted(forms, key=lambda form: -forms[form])[:_MOST_FORMS]
+    for candidate in listed:
+        far = [d + cost for spelled, cost in spellings.items() if (d := _distance(candidate, spelled)) is not None]
+        if far:
+            forms[candidate] = min(far)
+    return sorted(forms, key=forms.__getitem__)[:_MOST_FORMS]
 
 
-def _shortened(short: list[str], long: list[str]) -> bool:
-    """Whether `short` is `long` with some words left out, its first and last kept (the verb and the object's
-    head noun)."""
-    if not short or len(short) >= len(long) or short[0] != long[0] or short[-1] != long[-1]:
-        return False
-    rest = iter(long)
-    return all(word in rest for word in short)
+def _distance(candidate: str, spelled: str) -> int | None:
+    """The words one has that the other has not, where `candidate` may be `spelled` written otherwise: one a word
+    prefix of the other, or the same verb and last word with no word `spelled` lacks but joining ones; else None."""
+    if candidate.startswith(spelled + " ") or spelled.startswith(candidate + " "):
+        return abs(len(candidate.split()) - len(spelled.split()))
+    short, long = candidate.split(), spelled.split()
+    if not short or not long or short[0] != long[0] or short[-1] != long[-1] or not set(short) - _LINKS <= set(long):
+        return None
+    return len(set(long) ^ set(short))
 
 
 @dataclass
