@@ -166,6 +166,7 @@ def test_listed_forms_leave_qualifiers_out_and_read_verb_aliases() -> None:
     assert listed_forms("examine substance in metal pot", listed) == ["look at substance in metal pot",
                                                                       "look at metal pot", "look at substance"]
     assert listed_forms("use thermometer in inventory on stove", listed) == []
+    assert listed_forms("drop black wire", ["put down black wire", "put down orange"]) == ["put down black wire"]
     # the same words in another order, and a last qualifier of place left out
     wires = ["connect anode in solar panel to black wire terminal 1", "connect anode in generator to black wire "
              "terminal 1", "connect black wire terminal 1 to anode in solar panel"]

@@ -66,8 +66,8 @@ class AgentKind(StrEnum):
             raise InvalidInput(f"agent {name!r} is not one of {', '.join(cls)}") from None
 
 
-# Parsers' synonyms of a verb: text games' "examine X" is ScienceWorld's listed "look at X".
-VERB_ALIASES: tuple[tuple[str, str], ...] = (("examine", "look at"),)
+# Parsers' synonyms of a verb: text games' "examine X", "drop X" are ScienceWorld's listed "look at X", "put down X".
+VERB_ALIASES: tuple[tuple[str, str], ...] = (("examine", "look at"), ("drop", "put down"))
 _LINKS = frozenset({"in", "on", "to", "into", "from", "with"})  # words that only join an action's objects
 # A last qualifier of place, " in X" with no other object after it: "focus on hatchling turtle in outside".
 _PLACE = re.compile(r" in (?!.* (?:in|on|to|into|from|with) )[^ ].*$")

@@ -157,21 +157,21 @@ class DemoAgent:
         target = candidates_target(step)
         # θ learns from it as it reads a real step: the children it steps for that are counted
         env = self.tools.candidates(step, target)
-        played = self._gold_step(step.session_id, step.observation.valid_actions)
+        played = self._gold_step(step.session_id, step.observation.valid_actions, env.nodes[()].state_key)
         if played is None:
             return None
         action, stepped = played
         return Decision(action, target, state_key=env.nodes[()].state_key, env_steps=env.env_steps,
                         env_seconds=env.env_seconds, stepped=stepped)
 
-    def _gold_step(self, session_id: str, listed: Sequence[str]) -> tuple[str, Any] | None:
+    def _gold_step(self, session_id: str, listed: Sequence[str], here: str) -> tuple[str, Any] | None:
         """The next action of the gold path the environment accepts, stepped (None once the path is spent).
         One it refuses is passed over: TextWorldExpress's CookingWorld gold paths open the kitchen cupboard a
         second time in some default games (train seed 69). The environment judges, not the valid-action list:
         ScienceWorld accepts gold actions its list does not name — those are played in their listed form
         where one does the same (`_as_listed`)."""
         while self.gold:
-            action = self._as_listed(session_id, self.gold.popleft(), listed)
+            action = self._as_listed(session_id, self.gold.popleft(), listed, here)
             try:
                 return action, self.tools.sandbox.Step(sandbox_pb2.StepRequest(session_id=session_id, action=action,
                                                                                publish=True))
@@ -182,10 +182,13 @@ class DemoAgent:
                     raise
         return None
 
-    def _as_listed(self, session_id: str, action: str, listed: Sequence[str]) -> str:
-        """`action`'s listed form (`listed_forms`) that leads to the same state, probed from here; else `action`.
-        θ chooses among the listed actions only: a library step whose action the list never names teaches it
-        a choice it is never offered (θ cloned on ScienceWorld's own gold paths focused on the wrong thing)."""
+    def _as_listed(self, session_id: str, action: str, listed: Sequence[str], here: str) -> str:
+        """`action`'s listed form (`listed_forms`) that does the same, probed from `here` (the state's key); else
+        `action`. θ chooses among the listed actions only: a library step whose action the list never names
+        teaches it a choice it is never offered (θ cloned on ScienceWorld's own gold paths focused on the wrong
+        thing). The same: the same state after it, and, where that is the state it was taken in (reading
+        something), the same text; a step that changes the state is judged by the state alone, as ScienceWorld's
+        answers echo the words typed ("solar panel anode" / "anode in solar panel")."""
         forms = listed_forms(action, listed)
         if not forms:
             return action
@@ -198,8 +201,8 @@ class DemoAgent:
         if len(reply.results) < len(probes):
             return action
         gold, *others = reply.results
-        same = [form for form, r in zip(forms, others, strict=True)
-                if r.state_key == gold.state_key and r.observation.text == gold.observation.text]
+        same = [form for form, r in zip(forms, others, strict=True) if r.state_key == gold.state_key
+                and (r.observation.text == gold.observation.text or gold.state_key != here)]
         return same[0] if same else action
 
 
