@@ -519,6 +519,12 @@ def _mount_optional() -> None:
 _mount_optional()
 
 
+def _temporal_connections() -> int:
+    """The Temporal clients this process has made so far (none where it never loaded the client's module)."""
+    module = sys.modules.get("evoskill.platform.temporal")
+    return module.connections() if module is not None else 0
+
+
 def main() -> None:
     """The console entry point: a usage mistake is one line and exit 2, a settings mistake one line per setting
     and exit 2, not a traceback or a box."""
@@ -530,6 +536,7 @@ def main() -> None:
 
     from evoskill.platform.config import ConfigFileError, explain
 
+    clients_before = _temporal_connections()
     try:
         code = app(standalone_mode=False)  # usage errors come here: one line, not click's box
     except NoArgsIsHelpError as exc:
@@ -554,6 +561,10 @@ def main() -> None:
     except ConfigFileError as exc:
         err.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
+    if _temporal_connections() > clients_before:  # a client's threads must not outlive the interpreter
+        from evoskill.platform.temporal import exit_process
+
+        exit_process(code if isinstance(code, int) else 0)
     if isinstance(code, int) and code:
         sys.exit(code)
 

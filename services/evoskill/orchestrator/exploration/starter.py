@@ -12,7 +12,7 @@ from temporalio.client import Client
 from evoskill.orchestrator.exploration.logic import ExplorationInput, ExplorationParams, ExplorationResult
 from evoskill.orchestrator.exploration.workflow import ExplorationWorkflow
 from evoskill.platform.config import Settings
-from evoskill.platform.temporal import connect, workflow_id
+from evoskill.platform.temporal import connect, exit_process, workflow_id
 
 
 async def explore(client: Client, settings: Settings, params: ExplorationParams, workflow_id: str) -> ExplorationResult:
@@ -37,3 +37,4 @@ if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit("usage: python -m evoskill.orchestrator.exploration.starter CANDIDATE ENV [ENV ...]")
     asyncio.run(main(sys.argv[1], sys.argv[2:]))
+    exit_process(0)

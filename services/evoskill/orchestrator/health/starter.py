@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 
 from temporalio.client import Client
 
 from evoskill.orchestrator.health.workflow import StackHealthWorkflow
 from evoskill.platform.config import Settings
-from evoskill.platform.temporal import connect, workflow_id
+from evoskill.platform.temporal import connect, exit_process, workflow_id
 
 
 async def check_health(client: Client, settings: Settings) -> dict[str, bool]:
@@ -28,4 +27,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    exit_process(asyncio.run(main()))

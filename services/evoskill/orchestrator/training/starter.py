@@ -12,7 +12,7 @@ from temporalio.client import Client, WorkflowHandle
 from evoskill.orchestrator.training.logic import TrainingInput, TrainingParams, TrainingResult
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import Settings
-from evoskill.platform.temporal import connect, workflow_id
+from evoskill.platform.temporal import connect, exit_process, workflow_id
 
 
 async def start_training(
@@ -37,3 +37,4 @@ async def main(envs: list[str]) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1:] or ["twx:coin"]))
+    exit_process(0)
