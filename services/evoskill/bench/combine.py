@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoskill.bench.quality import ROW_LABELS
+from evoskill.bench.quality import ROW_LABELS, row_name
 from evoskill.bench.suites import SCIENCEWORLD_TASKS
 from evoskill.core.agent import AgentKind
 
@@ -39,7 +39,7 @@ class SuiteRuns:
 
     def add(self, summary: dict[str, Any], name: str, agents: set[str] | None = None) -> None:
         for row in summary["agents"]:
-            agent = row["agent"].split(" (")[0]  # "θ + MCTS (policy+mcts)" -> "θ + MCTS"
+            agent = row_name(row["agent"])
             if agents is not None and agent not in agents:
                 continue
             # θ's rows have a run per training seed; the baselines one, on the first seed's stack
@@ -56,11 +56,11 @@ class SuiteRuns:
 
 def selected(spec: str) -> tuple[Path, set[str] | None]:
     """`PATH` or `PATH#KIND,KIND` (random, mcts, policy, policy+mcts): the file and the agents taken from it."""
-    path, sep, kinds = spec.rpartition("#") if "#" in spec else (spec, "", "")
+    path, sep, kinds = spec.rpartition("#")
     if not sep:
         return Path(spec), None
     try:
-        return Path(path), {ROW_LABELS[AgentKind(k.strip())].split(" (")[0] for k in kinds.split(",")}
+        return Path(path), {row_name(ROW_LABELS[AgentKind(k.strip())]) for k in kinds.split(",")}
     except (ValueError, KeyError):
         raise ValueError(f"{spec}: expected PATH#AGENTS with agents among {', '.join(ROW_LABELS)}") from None
 

@@ -135,6 +135,11 @@ ROW_LABELS: dict[AgentKind, str] = {
 }
 
 
+def row_name(label: str) -> str:
+    """A row's label without its agent kind: "θ + MCTS (policy+mcts)" -> "θ + MCTS"."""
+    return label.split(" (")[0]
+
+
 def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]:
     """The rows of the agents asked for, in the table's order (θ's rows depend on θ; the others do not)."""
     unknown = sorted(set(agents) - set(AGENTS))
@@ -276,7 +281,7 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
             entry.update(score_scienceworld_mean=100 * entry["score_mean"],
                          score_scienceworld_sd=100 * entry["score_sd"])
         agents.append(entry)
-    by_name = {a["agent"].split(" (")[0]: a for a in agents}
+    by_name = {row_name(a["agent"]): a for a in agents}
     comparisons = {}
     for better, worse, name in (("θ + MCTS", "uniform-prior MCTS", "theta_search_minus_uniform"),
                                 ("θ alone", "random", "theta_alone_minus_random")):
