@@ -107,19 +107,24 @@ def _distance(candidate: str, spelled: str) -> int | None:
     return len(set(long) ^ set(short))
 
 
-def loop_counts(history: Sequence[str]) -> dict[str, int]:
-    """How often each action would, taken now, repeat what `history` (the actions since the score last rose) just
-    did: the action that ends it, the times it was taken in a row; the action that would start a cycle of two or
-    more actions again, the laps gone round in a row at the end, less one (once round may be a visit on the way;
-    twice is a loop). The most over the cycle lengths; any length that fits twice."""
-    counts: dict[str, int] = {}
-    for period in range(1, len(history) + 1):
-        lap, laps = list(history[-period:]), 1
-        while len(history) >= (laps + 1) * period and list(history[-(laps + 1) * period : -laps * period]) == lap:
+LONGEST_LOOP = 4  # actions in the longest cycle charged: two rooms and a look around are three
+
+
+def loop_count(history: Sequence[str], action: str) -> int:
+    """How often taking `action` now repeats what `history` (the actions since the score last rose) just did:
+    for one action, the times it was taken in a row at the end; for a cycle of 2..`LONGEST_LOOP` actions that
+    `action` would start again, the laps gone round in a row at the end, less one (once round may be a visit
+    on the way; twice is a loop). The most over the cycle lengths."""
+    most = 0
+    for period in range(1, min(LONGEST_LOOP, len(history)) + 1):
+        lap = list(history[-period:])
+        if lap[0] != action:
+            continue
+        laps = 1
+        while len(history) >= (laps + 1) * period and list(history[-(laps + 1) * period:-laps * period]) == lap:
             laps += 1
-        if (count := laps if period == 1 else laps - 1) > counts.get(lap[0], 0):
-            counts[lap[0]] = count
-    return counts
+        most = max(most, laps if period == 1 else laps - 1)
+    return most
 
 
 @dataclass
@@ -140,15 +145,11 @@ class EpisodeMemory:
     no_ops: set[tuple[str, str]] = field(default_factory=set)
     # The actions taken since the score last rose: where something changes every step (a stove heating, a
     # stopwatch running) no two states share a key, so neither `tried` nor `no_ops` sees θ say "look around" fifty
-    # times in a row, or walk hallway → workshop → look around and back until the cap; `loop_counts` does.
+    # times in a row, or walk hallway → workshop → look around and back until the cap; `loop_count` does.
     since_rise: list[str] = field(default_factory=list)
-    loops: dict[str, int] = field(init=False)  # loop_counts(since_rise), kept as each step is recorded
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms walked through (core/rooms.py): part of what θ reads
     _last: tuple[str, str] | None = None
     _score: float | None = None
-
-    def __post_init__(self) -> None:
-        self.loops = loop_counts(self.since_rise)
 
     def step_seed(self, index: int) -> int:
         """A different search seed at every real step: with one seed for all steps, a state search misjudges
@@ -157,9 +158,9 @@ class EpisodeMemory:
 
     def times_taken(self, state_key: str, action: str) -> int:
         """A floor on the earlier visits to where an unstepped `action` leads from `state_key`: the times it was
-        taken there, or the laps of a loop without progress it would go round again (`loop_counts`), whichever
+        taken there, or the laps of a loop without progress it would go round again (`loop_count`), whichever
         is more."""
-        return max(self.tried[state_key, action], self.loops.get(action, 0))
+        return max(self.tried[state_key, action], loop_count(self.since_rise, action))
 
     def record(self, state_key: str, action: str, feedback: str, score: float | None = None,
                moved: tuple[Observation, Observation] | None = None) -> None:
@@ -170,7 +171,6 @@ class EpisodeMemory:
             self.rooms.learn(room_of(moved[0]), action, room_of(moved[1]))
         rose = score is not None and self._score is not None and score > self._score
         self.since_rise = [] if rose else [*self.since_rise, action]
-        self.loops = loop_counts(self.since_rise)
         self._score = score if score is not None else self._score
         if state_key:
             if self._last is not None and self._last[0] == state_key:
@@ -224,4 +224,4 @@ class RandomAgent:
         return Decision(actions[self.rng.randrange(len(actions))], SearchTarget(actions=actions))
 
 
-__all__ = ["Agent", "AgentKind", "Decision", "EpisodeMemory", "RandomAgent", "Step", "loop_counts"]
+__all__ = ["Agent", "AgentKind", "Decision", "EpisodeMemory", "RandomAgent", "Step", "loop_count"]
