@@ -9,11 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from evoskill.common.v1 import common_pb2
-from evoskill.core.agent import Decision, EpisodeMemory, RandomAgent, Step, loop_count
+from evoskill.core.agent import Decision, EpisodeMemory, RandomAgent, Step
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.reward import Scorer
 from evoskill.core.search.advice import PolicyFn
@@ -178,36 +176,6 @@ def test_the_episode_remembers_an_action_that_left_its_state_as_it_was() -> None
     memory.record("kitchen", "look around", "the kitchen")
     assert memory.no_ops == {("hall", "look around")}
     assert memory.tried["hall", "look around"] == 1
-
-
-def test_a_loop_through_rooms_is_charged_where_a_running_clock_makes_every_state_new() -> None:
-    """ScienceWorld's inclined plane: with the stopwatch running no key repeats, and θ walked hallway → workshop
-    → look around until the step cap. The second lap charges the action that starts a third."""
-    memory = EpisodeMemory()
-    lap = ["go to hallway", "go to workshop", "look around"]
-    for i, action in enumerate(lap):
-        memory.record(f"t{i}", action, "", score=0.1)
-    assert memory.times_taken("t9", "go to hallway") == 0  # once round: a visit on the way, not charged
-    for i, action in enumerate(lap):
-        memory.record(f"t{3 + i}", action, "", score=0.1)
-    assert memory.times_taken("t9", "go to hallway") == 1
-    assert memory.times_taken("t9", "go to workshop") == 0  # it would not go round the same cycle next
-    for i, action in enumerate(lap):
-        memory.record(f"t{6 + i}", action, "", score=0.1)
-    assert memory.times_taken("t9", "go to hallway") == 2
-    memory.record("t9", "go to hallway", "", score=0.5)  # the score rose: nothing before it is a loop now
-    assert memory.times_taken("t9", "go to workshop") == 0 and memory.since_rise == []
-
-
-@given(st.lists(st.sampled_from("abc"), max_size=12), st.sampled_from("abc"))
-def test_a_single_action_loop_counts_the_times_in_a_row(history: list[str], action: str) -> None:
-    """Period one is the streak: the times `action` ends the history in a row; no cycle counts more laps than
-    the history has actions."""
-    in_a_row = len(history) - len("".join(history).rstrip(action))
-    assert loop_count(history, action) >= in_a_row
-    assert loop_count(history, action) <= len(history)
-    if action not in history[-4:]:
-        assert loop_count(history, action) == 0
 
 
 def test_an_action_repeated_without_progress_is_charged_even_where_no_state_repeats() -> None:

@@ -78,7 +78,7 @@ def test_novelty_turns_theta_alone_to_what_the_episode_has_tried_less() -> None:
     session = tools.sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=0, fold="test",
                                                                            episode_id="e"))
     favourite = next(a for a in session.observation.valid_actions if a.startswith("move"))  # not a no-op
-    memory = EpisodeMemory(since_rise=[favourite] * 4)  # taken four times in a row just now, without progress
+    memory = EpisodeMemory(streak=(favourite, 4))  # taken four times in a row just now, without progress
     step = Step(session.session_id, session.observation, 4, 4, memory)
     plain = SearchConfig(prefetch_children=0, policy_revisit_penalty=0.0)  # unstepped: counts are times taken
     greedy = PolicyAgent(tools, fond_of(favourite), "twx:coin", plain).act(step)

@@ -107,26 +107,6 @@ def _distance(candidate: str, spelled: str) -> int | None:
     return len(set(long) ^ set(short))
 
 
-LONGEST_LOOP = 4  # actions in the longest cycle charged: two rooms and a look around are three
-
-
-def loop_count(history: Sequence[str], action: str) -> int:
-    """How often taking `action` now repeats what `history` (the actions since the score last rose) just did:
-    for one action, the times it was taken in a row at the end; for a cycle of 2..`LONGEST_LOOP` actions that
-    `action` would start again, the laps gone round in a row at the end, less one (once round may be a visit
-    on the way; twice is a loop). The most over the cycle lengths."""
-    most = 0
-    for period in range(1, min(LONGEST_LOOP, len(history)) + 1):
-        lap = list(history[-period:])
-        if lap[0] != action:
-            continue
-        laps = 1
-        while len(history) >= (laps + 1) * period and list(history[-(laps + 1) * period:-laps * period]) == lap:
-            laps += 1
-        most = max(most, laps if period == 1 else laps - 1)
-    return most
-
-
 @dataclass
 class EpisodeMemory:
     """What the episode has been through so far, as its agents read it at each real step."""
@@ -143,10 +123,10 @@ class EpisodeMemory:
     # (state key, action) pairs seen to leave the state as it was (the next real state had the same key): what
     # search prunes as a no-op once it has stepped it, θ alone leaves out once the episode has.
     no_ops: set[tuple[str, str]] = field(default_factory=set)
-    # The actions taken since the score last rose: where something changes every step (a stove heating, a
-    # stopwatch running) no two states share a key, so neither `tried` nor `no_ops` sees θ say "look around" fifty
-    # times in a row, or walk hallway → workshop → look around and back until the cap; `loop_count` does.
-    since_rise: list[str] = field(default_factory=list)
+    # The last action and how many times in a row it was just taken without the score rising: where something in
+    # the room changes every step (a stove heating, bees moving) no two states share a key, so neither `tried`
+    # nor `no_ops` sees θ say "look around" fifty times in a row; the streak does.
+    streak: tuple[str, int] = ("", 0)
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms walked through (core/rooms.py): part of what θ reads
     _last: tuple[str, str] | None = None
     _score: float | None = None
@@ -158,9 +138,9 @@ class EpisodeMemory:
 
     def times_taken(self, state_key: str, action: str) -> int:
         """A floor on the earlier visits to where an unstepped `action` leads from `state_key`: the times it was
-        taken there, or the laps of a loop without progress it would go round again (`loop_count`), whichever
-        is more."""
-        return max(self.tried[state_key, action], loop_count(self.since_rise, action))
+        taken there, or in a row just now without progress, whichever is more."""
+        last, times = self.streak
+        return max(self.tried[state_key, action], times if action == last else 0)
 
     def record(self, state_key: str, action: str, feedback: str, score: float | None = None,
                moved: tuple[Observation, Observation] | None = None) -> None:
@@ -170,7 +150,8 @@ class EpisodeMemory:
         if moved is not None:
             self.rooms.learn(room_of(moved[0]), action, room_of(moved[1]))
         rose = score is not None and self._score is not None and score > self._score
-        self.since_rise = [] if rose else [*self.since_rise, action]
+        last, times = self.streak
+        self.streak = (action, 0 if rose else (times + 1 if action == last else 1))
         self._score = score if score is not None else self._score
         if state_key:
             if self._last is not None and self._last[0] == state_key:
@@ -224,4 +205,4 @@ class RandomAgent:
         return Decision(actions[self.rng.randrange(len(actions))], SearchTarget(actions=actions))
 
 
-__all__ = ["Agent", "AgentKind", "Decision", "EpisodeMemory", "RandomAgent", "Step", "loop_count"]
+__all__ = ["Agent", "AgentKind", "Decision", "EpisodeMemory", "RandomAgent", "Step"]
