@@ -47,7 +47,7 @@ def with_llm(settings: Settings, url: str, model: str) -> Settings:
 def located_env(env: str) -> str:
     """`--env` as the services read it (a task file's path made absolute: they run in the state folder), once
     `checked_env` has passed it."""
-    from evoskill.envs.spec import located
+    from evoskill.envs.registry import located
 
     checked_env(env)
     return located(env)

@@ -35,8 +35,7 @@ class EnvTools:
         self._schemas: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
 
     def __call__(self, episode: EpisodeCompleted) -> list[dict[str, Any]] | None:
-        from evoskill.envs import make_env
-        from evoskill.envs.spec import parse_spec
+        from evoskill.envs import make_env, parse_spec
         from evoskill.library.finetune import tool_schemas
 
         if parse_spec(episode.env_spec, validate=False).scheme not in TOOL_SCHEMES:

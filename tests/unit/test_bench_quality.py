@@ -10,8 +10,8 @@ from rich.console import Console
 from evoskill.bench.outer_loop import AgentRow
 from evoskill.bench.quality import GAME_CACHE_VAR, quality_summary, setting_overrides, shared_game_cache, show_quality
 from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve, with_budget
+from evoskill.envs import parse_spec
 from evoskill.envs.scienceworld_env import scienceworld_available
-from evoskill.envs.spec import parse_spec
 
 
 def test_the_issue_suites_are_there_with_their_protocols() -> None:

@@ -79,6 +79,16 @@ def test_load_switches_game_and_closes_the_old_one() -> None:
     assert "left peg: 5 4 3 2 1" in obs.text and len(env.gold_path() or []) == 31
 
 
+def test_a_spec_string_is_refused_with_what_to_pass() -> None:
+    """An env takes a parsed spec: parsing a string needs the schemes, which the env's module must not import."""
+    with pytest.raises(TypeError, match=r"GymTextEnv takes an EnvSpec, not str .*parse_spec\('puzzle:hanoi'\)"):
+        GymTextEnv("puzzle:hanoi", hanoi)  # type: ignore[arg-type]
+    env = make()
+    with pytest.raises(TypeError, match=r"load\(\) takes an EnvSpec.*parse_spec"):
+        env.load("puzzle:hanoi?disks=4")  # type: ignore[arg-type]
+    assert env.spec == spec()
+
+
 class Countdown:
     """The bare API: no info at all, valid actions by method, one reward at the end."""
 
@@ -102,7 +112,7 @@ class Countdown:
 
 
 def test_bare_env_score_from_rewards_win_from_termination() -> None:
-    env = GymTextEnv("count:down", lambda _: Countdown())
+    env = GymTextEnv(EnvSpec("count", "down"), lambda _: Countdown())
     obs = env.reset(0, "train")
     assert obs.valid_actions == ["count down", "wait"] and env.gold_path() is None
     env.step("wait")
@@ -118,7 +128,7 @@ def test_an_env_without_valid_actions_is_named() -> None:
     class Mute(Countdown):
         valid_actions = None  # type: ignore[assignment]
 
-    env = GymTextEnv("count:mute", lambda _: Mute())
+    env = GymTextEnv(EnvSpec("count", "mute"), lambda _: Mute())
     with pytest.raises(TypeError, match=r"Mute gives no valid actions: return them as info\['valid_actions'\]"):
         env.reset(0, "train")
 

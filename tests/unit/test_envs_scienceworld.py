@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("scienceworld")
 
-from evoskill.envs import InvalidActionError, make_env
+from evoskill.envs import InvalidActionError, make_env, parse_spec
 from evoskill.envs.scienceworld_env import ScienceWorldAdapter
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
@@ -130,10 +130,10 @@ def test_snapshot_restore_by_replay_and_task_switch(env: ScienceWorldAdapter) ->
     assert env.restore(snap) == before and env.actions == [gold[0]]
     play_gold(env)
     assert env.won
-    env.load("sciworld:2-1")  # use-thermometer, by task id
+    env.load(parse_spec("sciworld:2-1"))  # use-thermometer, by task id
     obs = env.reset(seed=0)
     assert env.spec.name == "use-thermometer" and "thermometer" in obs.goal
-    env.load(TASK)
+    env.load(parse_spec(TASK))
 
 
 def test_a_replay_resets_without_loading_again_and_reaches_the_same_state(env: ScienceWorldAdapter) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from evoskill.core.errors import InvalidInput
-from evoskill.envs import EnvSpecError, EnvStateError, InvalidActionError, make_env
+from evoskill.envs import EnvSpecError, EnvStateError, InvalidActionError, make_env, parse_spec
 from evoskill.envs.base import heuristic_template
 from evoskill.envs.jvm import java_process
 from evoskill.envs.spec import TWX_GAMES
@@ -44,7 +44,7 @@ def play_gold(env: TextWorldExpressAdapter) -> float:
 
 
 def test_coin_reset_goal_valid_actions_and_gold_path_wins(env: TextWorldExpressAdapter) -> None:
-    env.load("twx:coin")
+    env.load(parse_spec("twx:coin"))
     obs = env.reset(seed=3, fold="train")
     assert "coin" in obs.goal and obs.goal == env.goal
     assert obs.valid_actions and list(obs.valid_actions) == sorted(obs.valid_actions)
@@ -61,7 +61,7 @@ def test_coin_reset_goal_valid_actions_and_gold_path_wins(env: TextWorldExpressA
 
 
 def test_cookingworld_with_params_gold_path_wins_and_templates(env: TextWorldExpressAdapter) -> None:
-    env.load(COOKING)
+    env.load(parse_spec(COOKING))
     assert env.spec.params["numIngredients"] == "2"
     env.reset(seed=0, fold="train")
     assert "meal" in env.goal
@@ -77,7 +77,7 @@ def test_cookingworld_with_params_gold_path_wins_and_templates(env: TextWorldExp
 
 @pytest.mark.parametrize("game", sorted(set(TWX_GAMES) - {"coin", "cookingworld"}))
 def test_every_other_game_gold_path_wins(env: TextWorldExpressAdapter, game: str) -> None:
-    env.load(f"twx:{game}")
+    env.load(parse_spec(f"twx:{game}"))
     env.reset(seed=1, fold="dev")
     assert env.goal and env.valid_actions()
     play_gold(env)
@@ -85,7 +85,7 @@ def test_every_other_game_gold_path_wins(env: TextWorldExpressAdapter, game: str
 
 
 def test_invalid_action_raises_and_pass_through_reaches_the_env(env: TextWorldExpressAdapter) -> None:
-    env.load("twx:coin")
+    env.load(parse_spec("twx:coin"))
     env.reset(seed=0)
     with pytest.raises(InvalidActionError) as info:
         env.step("fly to the moon")
@@ -100,7 +100,7 @@ def test_invalid_action_raises_and_pass_through_reaches_the_env(env: TextWorldEx
 
 
 def test_folds_give_different_games_for_the_same_seed(env: TextWorldExpressAdapter) -> None:
-    env.load("twx:cookingworld")
+    env.load(parse_spec("twx:cookingworld"))
     assert env.game_seed(5, "train") == 5
     assert len({env.game_seed(5, f) for f in ("train", "dev", "test")}) == 3
     games = set()
@@ -113,7 +113,7 @@ def test_folds_give_different_games_for_the_same_seed(env: TextWorldExpressAdapt
 
 
 def test_snapshot_restore_replays_prefix(env: TextWorldExpressAdapter) -> None:
-    env.load("twx:coin")
+    env.load(parse_spec("twx:coin"))
     assert not env.native_copy
     env.reset(seed=2)
     env.step(env.valid_actions()[0])
@@ -130,7 +130,7 @@ def test_snapshot_restore_replays_prefix(env: TextWorldExpressAdapter) -> None:
 
 
 def test_max_steps_truncates(env: TextWorldExpressAdapter) -> None:
-    env.load("twx:coin")
+    env.load(parse_spec("twx:coin"))
     env.max_steps = 2
     env.reset(seed=0)
     env.step("look around")
@@ -142,15 +142,15 @@ def test_max_steps_truncates(env: TextWorldExpressAdapter) -> None:
 
 def test_bad_params_at_load_keep_the_env_usable(env: TextWorldExpressAdapter) -> None:
     with pytest.raises(EnvSpecError, match="less than or equal to 11"):
-        env.load("twx:coin?numLocations=100")
+        env.load(parse_spec("twx:coin?numLocations=100"))
     with pytest.raises(EnvSpecError, match="sciworld"):
-        env.load("sciworld:boil")
+        env.load(parse_spec("sciworld:boil"))
     assert env.spec.canonical() == "twx:coin"
     assert env.reset(seed=0).valid_actions
 
 
 def test_reset_validates_fold_and_step_needs_reset() -> None:
-    e = TextWorldExpressAdapter("twx:simonsays")
+    e = TextWorldExpressAdapter(parse_spec("twx:simonsays"))
     proc = java_process(e._env)
     try:
         with pytest.raises(EnvStateError, match="reset"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from evoskill.envs import EnvSpecError, describe_environments, parse_spec
-from evoskill.envs.spec import located
+from evoskill.envs.registry import located
 from evoskill.envs.tools.calls import (
     MAX_CALLS_PER_TOOL,
     CallError,

@@ -53,7 +53,8 @@ scheme's ``make``), then ``env.reset(seed, fold) -> Observation`` (fold: train/d
 ``goal``, ``score``, ``done``, ``won``, ``lost``, ``moves``, ``actions`` (the prefix since reset),
 ``gold_path()``, ``template(action)`` (the action's skill: ``take X from Y``, ``open X``; from
 TextWorld's command templates, ScienceWorld's action templates, a verb-phrase heuristic for TWX),
-``load(spec)`` (another game of the same scheme in the same process: no new JVM), ``close()``
+``load(parse_spec(spec))`` (another game of the same scheme in the same process: no new JVM; like the
+adapters' constructors it takes an :class:`EnvSpec`, not a string), ``close()``
 (shuts the JVM down), ``snapshot()``/``restore()`` (TextWorld: native copy; TWX and ScienceWorld
 have none: reset + replay of the action prefix) and ``copy()`` (TextWorld only).
 
@@ -62,6 +63,12 @@ Errors: :class:`EnvSpecError` (bad spec, also bad params found when the env load
 actions missing from its incomplete valid-action list), all ``InvalidInput``; :class:`EnvStateError`
 (step before reset or after done; a ``FailedPrecondition``), :class:`EnvUnavailableError` (package or
 Java runtime missing; ``Unavailable``). The kinds are those of :mod:`evoskill.core.errors`.
+
+Modules, each importing only those before it (none imports back): ``spec`` (:class:`EnvSpec`, the
+built-in tables), ``base`` (:class:`TextEnv`, :class:`BaseTextEnv`), ``jvm``, the adapters (``twx``,
+``textworld_env``, ``scienceworld_env``, ``gym_adapter``), ``registry`` (:class:`EnvScheme`,
+:func:`parse_spec`, :func:`list_environments`), ``schemes`` (the built-in schemes' parsers, listings and
+``make``, importing their adapters when used).
 """
 
 from __future__ import annotations
@@ -82,16 +89,16 @@ from evoskill.envs.base import (
 )
 from evoskill.envs.gym_adapter import GymTextEnv
 from evoskill.envs.jvm import java_available
-from evoskill.envs.registry import ENTRY_POINT_GROUP, EnvScheme, EnvUnavailableError, scheme_registry
-from evoskill.envs.spec import (
-    FOLDS,
-    EnvironmentInfo,
-    EnvSpec,
-    EnvSpecError,
+from evoskill.envs.registry import (
+    ENTRY_POINT_GROUP,
+    EnvScheme,
+    EnvUnavailableError,
     describe_environments,
     list_environments,
     parse_spec,
+    scheme_registry,
 )
+from evoskill.envs.spec import FOLDS, EnvironmentInfo, EnvSpec, EnvSpecError
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.errors import FailedPrecondition, InvalidInput
-from evoskill.envs.spec import FOLDS, EnvSpec, EnvSpecError, parse_spec
+from evoskill.envs.spec import FOLDS, EnvSpec, EnvSpecError
 
 __all__ = [
     "BaseTextEnv",
@@ -45,7 +45,7 @@ class Snapshot:
     holds the env's own saved state where it has one (TextWorld), making restore O(1).
     """
 
-    spec: str
+    spec: EnvSpec
     seed: int
     fold: str
     actions: tuple[str, ...]
@@ -89,7 +89,7 @@ class TextEnv(Protocol):
         """Actions taken since reset: the prefix that replays to the current state."""
         ...
 
-    def load(self, spec: str | EnvSpec) -> None:
+    def load(self, spec: EnvSpec) -> None:
         """Switch to another game/task of the same scheme (same process/JVM); next reset uses it."""
         ...
 
@@ -253,6 +253,14 @@ class TemplateMatcher:
 # ----------------------------------------------------------------------------------------------
 
 
+def _parsed(spec: object, what: str) -> EnvSpec:
+    # Parsing a spec string needs the schemes (registry), and the registry's gym scheme needs this module.
+    if not isinstance(spec, EnvSpec):
+        raise TypeError(f"{what} takes an EnvSpec, not {type(spec).__name__} {spec!r}: pass "
+                        f"evoskill.envs.parse_spec({spec!r})")
+    return spec
+
+
 class BaseTextEnv(abc.ABC):
     """Bookkeeping shared by the adapters: validity checks, step limit, reward, history, snapshots.
 
@@ -271,13 +279,13 @@ class BaseTextEnv(abc.ABC):
 
     def __init__(
         self,
-        spec: str | EnvSpec,
+        spec: EnvSpec,
         *,
         strict: bool = True,
         max_steps: int | None = None,
         gold_path: bool = True,
     ) -> None:
-        parsed = parse_spec(spec)
+        parsed = _parsed(spec, type(self).__name__)
         if self.scheme and parsed.scheme != self.scheme:  # "": an adapter of any scheme (GymTextEnv)
             raise EnvSpecError(f"{type(self).__name__} runs {self.scheme}: specs, not {parsed.canonical()!r}")
         if max_steps is not None and max_steps <= 0:
@@ -338,10 +346,10 @@ class BaseTextEnv(abc.ABC):
         return list(self._history)
 
     # -- the interface --------------------------------------------------------------------------
-    def load(self, spec: str | EnvSpec) -> None:
+    def load(self, spec: EnvSpec) -> None:
         """Switch to another game/task of the same scheme; takes effect at the next reset."""
         self._check_open()
-        parsed = parse_spec(spec)
+        parsed = _parsed(spec, "load()")
         if parsed.scheme != self._spec.scheme:
             raise EnvSpecError(
                 f"this {self._spec.scheme} env cannot load {parsed.canonical()!r}; make a new env for that scheme"
@@ -400,7 +408,7 @@ class BaseTextEnv(abc.ABC):
     def snapshot(self) -> Snapshot:
         obs = self._current()
         return Snapshot(
-            spec=self._spec.canonical(),
+            spec=self._spec,
             seed=self._seed,
             fold=self._fold,
             actions=tuple(self._history),

@@ -50,7 +50,7 @@ class GymTextEnv(BaseTextEnv):
 
     def __init__(
         self,
-        spec: str | EnvSpec,
+        spec: EnvSpec,
         factory: Callable[[EnvSpec], Any],
         *,
         strict: bool = True,

@@ -1,4 +1,5 @@
-"""Environment schemes: the part before ``:`` in a spec, each a plug-in found by entry point.
+"""Environment schemes: the part before ``:`` in a spec, each a plug-in found by entry point; and what needs
+them: :func:`parse_spec`, :func:`located`, :func:`list_environments`.
 
 A package adds a scheme by declaring an entry point in the ``evoskill.envs`` group whose name is the
 scheme and whose object is an :class:`EnvScheme` (``pip install`` it and every process of the stack
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from evoskill.core.errors import Unavailable
-from evoskill.envs.spec import EnvironmentInfo, EnvSpec, EnvSpecError, parse_spec
+from evoskill.envs.spec import EnvironmentInfo, EnvSpec, EnvSpecError, split_params
 
 if TYPE_CHECKING:
     from evoskill.core.search_config import SearchConfig
@@ -35,6 +37,9 @@ BUILTIN_ENTRY_POINTS: dict[str, str] = {
     "tools": "evoskill.envs.tools:TOOLS",
     "bfcl": "evoskill.envs.bfcl:BFCL",
 }
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\- ().]*$")
+_PATH_RE = re.compile(r"^[^?\x00-\x1f\x7f]+$")  # the name of a scheme whose names are file paths
 
 # parse(name, params, validate) -> (canonical name, canonical params); raises ValueError naming the problem.
 # validate=False asks for canonical names only, skipping checks that cost (importing a package).
@@ -58,7 +63,7 @@ class EnvScheme:
     canonicalises and checks the name and parameters before anything starts (default: kept as given).
     ``environments()`` lists the games for :func:`~evoskill.envs.list_environments`. ``file_names``: the
     name is a file's path (any text without '?'), which ``parse`` makes absolute, and clients send the spec in
-    that form (:func:`~evoskill.envs.spec.located`), since services run in folders of their own.
+    that form (:func:`located`), since services run in folders of their own.
     ``network(spec)``: whether the game reaches hosts outside its process tree (a tool server over HTTP); the
     sandbox runs every other game where no connection leaves its worker (default: none does). ``search``: the
     search settings (``search.*`` names and values) its games are played with where the operator set none
@@ -166,3 +171,74 @@ def search_settings(spec: str, settings: SearchConfig) -> SearchConfig:
 def scheme_registry() -> Registry:
     """The process's registry (entry points are read once; ``scheme_registry.cache_clear()`` rereads them)."""
     return Registry(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _schemes() -> str:
+    return ", ".join(scheme_registry().names())
+
+
+def parse_spec(spec: str | EnvSpec, *, validate: bool = True) -> EnvSpec:
+    """Parse ``scheme:name?k=v,k=v`` into an :class:`EnvSpec` with canonical names.
+
+    Raises :class:`EnvSpecError` naming the problem and listing what is accepted. The scheme (a
+    built-in or a plug-in) canonicalises and, with ``validate`` (default), checks name and parameters:
+    TextWorldExpress params against the game's known properties (integers), TextWorld options against
+    ``tw-make``'s parser (when TextWorld is installed), ScienceWorld params against its simplifications.
+    """
+    if isinstance(spec, EnvSpec):
+        spec = spec.canonical()
+    if not isinstance(spec, str) or not spec.strip():
+        raise EnvSpecError(f"empty environment spec; expected scheme:name, scheme one of {_schemes()}")
+    text = spec.strip()
+    if ":" not in text:
+        raise EnvSpecError(
+            f"environment spec {text!r} has no scheme; expected scheme:name[?k=v,...] with scheme one of "
+            f"{_schemes()} (e.g. twx:coin, tw:custom?world_size=3, sciworld:boil)"
+        )
+    scheme_raw, rest = text.split(":", 1)
+    scheme, entry = scheme_registry().resolve(scheme_raw)
+    name_raw, _, query = rest.partition("?")
+    name_raw = name_raw.strip()
+    if not name_raw or not (_PATH_RE if entry.file_names else _NAME_RE).match(name_raw):
+        raise EnvSpecError(f"missing or malformed name {name_raw!r} in spec {text!r}")
+    params = split_params(text, query)
+    try:
+        name, canonical = entry.parse(name_raw, params, validate)
+    except EnvSpecError:
+        raise
+    except ValueError as exc:  # a plug-in's parse names the problem; the spec says where
+        raise EnvSpecError(f"{scheme}:{name_raw}: {exc}") from exc
+    return EnvSpec(scheme, name, dict(canonical))
+
+
+def located(spec: str) -> str:
+    """``spec`` as a service running in another folder reads it: where the scheme's names are file paths, the
+    canonical spec (the path made absolute); any other spec as given (a bad one too: its checker says why)."""
+    try:
+        parsed = parse_spec(spec, validate=False)
+        file_names = scheme_registry().resolve(parsed.scheme)[1].file_names
+    except EnvSpecError:
+        return spec
+    return parsed.canonical() if file_names else spec
+
+
+def list_environments() -> list[EnvironmentInfo]:
+    """What can be selected by a spec, every scheme's (plug-ins too), for the CLI and the README.
+    Starts no JVM; a plug-in without a listing appears as one line, its description."""
+    out: list[EnvironmentInfo] = []
+    for name, scheme in scheme_registry().loaded():
+        if scheme.environments is not None:
+            out += scheme.environments()
+        else:
+            out.append(EnvironmentInfo(name, "", scheme.description, aliases=scheme.aliases))
+    return out
+
+
+def describe_environments() -> str:
+    """A plain-text table of :func:`list_environments`."""
+    lines: list[str] = []
+    for info in list_environments():
+        extra = f" params: {', '.join(info.params)}" if info.params else ""
+        avail = "" if info.available else " (not installed)"
+        lines.append(f"{info.scheme + ':' + info.name:<52} {info.description}{avail}{extra}")
+    return "\n".join(lines)

@@ -103,7 +103,7 @@ class ScienceWorldAdapter(BaseTextEnv):
 
     def __init__(
         self,
-        spec: str | EnvSpec = "sciworld:find-living-thing",
+        spec: EnvSpec,
         *,
         strict: bool = True,
         max_steps: int | None = None,

@@ -296,7 +296,7 @@ class TextWorldAdapter(BaseTextEnv):
 
     def __init__(
         self,
-        spec: str | EnvSpec = "tw:tw-coin_collector?level=1",
+        spec: EnvSpec,
         *,
         cache_dir: str | os.PathLike[str] | None = None,
         strict: bool = True,

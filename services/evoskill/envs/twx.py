@@ -27,7 +27,7 @@ class TextWorldExpressAdapter(BaseTextEnv):
 
     def __init__(
         self,
-        spec: str | EnvSpec = "twx:coin",
+        spec: EnvSpec,
         *,
         strict: bool = True,
         max_steps: int | None = None,

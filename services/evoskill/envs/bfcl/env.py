@@ -128,7 +128,7 @@ class BfclEnv(BaseTextEnv):
 
     scheme = "bfcl"
 
-    def __init__(self, spec: str | EnvSpec, *, strict: bool = True, max_steps: int | None = None,
+    def __init__(self, spec: EnvSpec, *, strict: bool = True, max_steps: int | None = None,
                  gold_path: bool = True) -> None:
         super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
         self._entry: Entry | None = None

@@ -78,7 +78,7 @@ class ToolEnv(BaseTextEnv):
 
     scheme = "tools"
 
-    def __init__(self, spec: str | EnvSpec, *, strict: bool = True, max_steps: int | None = None,
+    def __init__(self, spec: EnvSpec, *, strict: bool = True, max_steps: int | None = None,
                  gold_path: bool = True) -> None:
         super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
         self._limits = ToolLimits()
