@@ -37,6 +37,11 @@ def test_the_quick_path_on_coin(tmp_path: Path) -> None:
     assert runs == {"random": 1, "uniform-prior MCTS": 1, "θ + MCTS (policy+mcts)": 2, "θ alone (policy)": 2}
     mcts = next(a for a in result["agents"] if a["agent"] == "uniform-prior MCTS")
     assert mcts["env_steps_mean"] > 0 and result["settings"] == {"EVOSKILL_LEARNER__HIDDEN": "32"}
+    # each seed's time split: its stack and cloning, then each θ agent's test games, inside the seed's total
+    wall = result["wall_time_s"]
+    for seed in (0, 1):
+        parts = [wall[f"seed_{seed}_{part}_s"] for part in ("train", "policy+mcts", "policy")]
+        assert all(x > 0 for x in parts) and sum(parts) <= wall[f"seed_{seed}_s"]
 
 
 @pytest.mark.timeout(2400)  # five stacks (one a row) brought up and down, and an online epoch

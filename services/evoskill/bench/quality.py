@@ -187,9 +187,14 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                     version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
                 else:
                     version, losses, online = picked["policy_version"], picked["losses"], picked["online_epochs"]
+                # Where a seed's time goes: stacks, import and cloning (every candidate's with --choose), then each
+                # agent's test games. On short ScienceWorld tasks the cloning is most of it.
+                wall[f"seed_{seed}_train_s"] = time.perf_counter() - seed_started
                 for row, agent in theta_rows:
+                    clock = time.perf_counter()
                     row.record(evaluate(args, agent, row.simulations, env, folder / f"eval-{agent}.json", version,
                                         TEST_GAMES))
+                    wall[f"seed_{seed}_{agent}_s"] = time.perf_counter() - clock
                 trained.append({"seed": seed, "policy_version": version, "losses": losses, "online_epochs": online,
                                 **({"choice": chosen} if chosen else {})})
                 console.print(f"seed {seed}: θ {version}: " + ", ".join(
