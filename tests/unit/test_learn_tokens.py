@@ -104,3 +104,17 @@ def test_the_goal_is_read_up_to_the_cap_its_theta_records() -> None:
     old = TokenFeaturizer.from_spec({"kind": "tokens", "vocab": "hash", "dim": 8, "buckets": 64})  # before the cap
     assert int((old.state(goal, "").seg == GOAL).sum()) == LEGACY_GOAL_TOKENS
     assert TokenFeaturizer.from_spec(TokenFeaturizer("hash", 8, 64, goal_tokens=20).spec).spec["goal_tokens"] == 20
+
+
+def test_overlaps_count_each_clause_s_share_of_the_candidate(featurizer: TokenFeaturizer) -> None:
+    """`overlaps` counts, for every notes and room clause, the candidate's distinct tokens it holds and their
+    rarities, as a set intersection with each clause would."""
+    state = featurizer.state(GOAL_TEXT, OBS_TEXT)
+    candidate = set(featurizer.ids("slice the red potato with the knife"))
+    clauses = {int(c): set(state.ids[state.clause == c].tolist()) for c in np.unique(state.clause)}
+    for lines, rarity, (counts, scores) in zip(state.lines, state.rarity, state.overlaps(candidate), strict=True):
+        assert counts == [len(candidate & clauses[number]) for number in lines]
+        assert scores == pytest.approx([sum(rarity[t] for t in candidate & clauses[number]) for number in lines])
+    (counts, _), _ = state.overlaps(candidate)
+    best = state.lines[0][counts.index(max(counts))]
+    assert clauses[best] == set(featurizer.ids("slice the red potato"))  # the notes line it shares most with

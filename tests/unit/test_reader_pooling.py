@@ -1,5 +1,6 @@
-"""The reader pools each candidate's packed tokens by segment sums: the same sums and token counts as the [B, A, N]
-membership matrix it replaced (whose cost grew with candidates × tokens), padding adding nothing."""
+"""The reader pools by sums over groups, not membership matrices: each candidate's packed tokens by segment sums (the
+same sums and token counts as the [B, A, N] matrix they replaced, whose cost grew with candidates × tokens), and the
+clauses a candidate names by one sum per clause (the same means as the [B, A·K, L] matrix), padding adding nothing."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evoskill.core.learn.reader import _segment_sum
+from evoskill.core.learn.reader import _clause_means, _segment_sum
 
 
 def membership_sums(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor, candidates: int) -> torch.Tensor:
@@ -35,3 +36,24 @@ def test_segment_sums_equal_the_membership_matrix(lengths: list[list[int]], widt
     sums, counts = _segment_sum(values, slot, real, like)
     torch.testing.assert_close(sums, membership_sums(values, slot, real, candidates))
     torch.testing.assert_close(counts, membership_sums(torch.ones_like(values[..., :1]), slot, real, candidates))
+
+
+@settings(max_examples=40, deadline=None)
+@given(clauses=st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=6), min_size=1, max_size=3),
+       padding=st.integers(0, 3), named=st.lists(st.integers(0, 9), min_size=6, max_size=6),
+       width=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_clause_means_equal_the_membership_matrix(clauses: list[list[int]], padding: int, named: list[int],
+                                                  width: int, seed: int) -> None:
+    """States of 1-6 clauses of 1-4 tokens (numbered from 1, padded with 0); each of 3 candidates names 2 clause
+    numbers, some beyond the state's last clause or 0 (none): those read a zero vector."""
+    generator = torch.Generator().manual_seed(seed)
+    length = max(sum(row) for row in clauses) + padding
+    clause = torch.zeros(len(clauses), length, dtype=torch.long)
+    for b, row in enumerate(clauses):
+        numbers = [c for c, n in enumerate(row, start=1) for _ in range(n)]
+        clause[b, :len(numbers)] = torch.tensor(numbers)
+    x = torch.randn(len(clauses), length, width, generator=generator) * (clause > 0).unsqueeze(-1)
+    lines = torch.tensor(named).reshape(1, 3, 2).expand(len(clauses), -1, -1).clamp(max=length)
+    member = ((clause[:, None, None, :] == lines.unsqueeze(-1)) & (lines > 0).unsqueeze(-1)).to(x.dtype)
+    expected = (member @ x.unsqueeze(1)) / member.sum(-1, keepdim=True).clamp(min=1.0)
+    torch.testing.assert_close(_clause_means(x, clause, lines), expected)

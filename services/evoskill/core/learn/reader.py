@@ -75,6 +75,20 @@ def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor,
     return sums.to(values.dtype), counts
 
 
+def _clause_means(x: torch.Tensor, clause: torch.Tensor, named: torch.Tensor) -> torch.Tensor:
+    """[B, A, K, W] the mean state token of each clause that named [B, A, K] numbers (0 = none: a zero vector);
+    x [B, L, W] the state's tokens, clause [B, L] theirs (numbered from 1, so at most L; 0 on padding). Sums by
+    clause once, then a gather: the [B, A·K, L] membership matmul it replaced cost A·K·L·W."""
+    b, a, k = named.shape
+    width = x.shape[-1]
+    rows = torch.zeros_like(F.pad(x, (0, 0, 1, 0)))  # [B, L + 1, W]: clause c in row c
+    sums = rows.scatter_add(1, clause.unsqueeze(-1).expand(-1, -1, width), x)
+    counts = rows[..., :1].scatter_add(1, clause.unsqueeze(-1), torch.ones_like(x[..., :1]))
+    index = named.reshape(b, a * k, 1)
+    means = sums.gather(1, index.expand(-1, -1, width)) / counts.gather(1, index).clamp(min=1.0)
+    return (means * (index > 0).to(x.dtype)).reshape(b, a, k, width)
+
+
 class _CrossBlock(nn.Module):
     """Queries [B, N, W] attend to keys [B, L, W] (masked), then a feed-forward layer."""
 
@@ -177,12 +191,8 @@ class ReaderNet(nn.Module):
         y = _local(self.cand_mix, self.cand_norm, y, torch.where(real, cand_slot + 1, 0))
         for block in self.cross:
             y = block(y, x, keys)
-        # The clauses each candidate names, read whole: [B, A, K, L] membership -> mean token of each clause.
-        b, a, k = cand_lines.shape
-        named = ((ctx_clause[:, None, None, :] == cand_lines.unsqueeze(-1)) & (cand_lines > 0).unsqueeze(-1))
-        named = named.to(x.dtype)
-        lines = (named.reshape(b, a * k, -1) @ x) / named.reshape(b, a * k, -1).sum(-1, keepdim=True).clamp(min=1.0)
-        lines = lines.reshape(b, a, k, -1)
+        # The clauses each candidate names, read whole: the mean token of each.
+        lines = _clause_means(x, ctx_clause, cand_lines)  # [B, A, K, W]
         used = (cand_lines[..., :-1] > 0).to(x.dtype).unsqueeze(-1)
         note_lines = (lines[:, :, :-1] * used).sum(2) / used.sum(2).clamp(min=1.0)
         room_line = lines[:, :, -1]
@@ -193,10 +203,14 @@ class ReaderNet(nn.Module):
         s = self.state_encoder(torch.cat([pooled, average], dim=-1))  # [B, H]
 
         # MaxSim: [B, N, L] similarities, each candidate token restricted to the tokens of its candidate's clauses.
-        in_lines = named.amax(2)  # [B, A, L]: the context token is in one of the candidate's clauses
-        allowed = torch.gather(in_lines, 1, cand_slot.unsqueeze(-1).expand(-1, -1, in_lines.shape[-1]))  # [B, N, L]
-        sim = (self.match_query(y) @ self.match_key(x).transpose(1, 2)) / math.sqrt(x.shape[-1])
-        best = (sim * allowed + (allowed - 1.0) * 1e4).amax(-1) * allowed.amax(-1)  # [B, N]; 0 without clauses
+        # Masks as booleans, the scale on the [B, N, W] side, a max that keeps its index: each op on the [B, N, L]
+        # similarities is one pass (amax's backward alone made four), the largest tensors of a training step.
+        named = (ctx_clause[:, None, None, :] == cand_lines.unsqueeze(-1)) & (cand_lines > 0).unsqueeze(-1)
+        in_lines = named.to(x.dtype).amax(2)  # [B, A, L]: 1 where the context token is in a clause it names
+        allowed = torch.gather(in_lines > 0, 1, cand_slot.unsqueeze(-1).expand(-1, -1, in_lines.shape[-1]))  # [B, N, L]
+        any_line = torch.gather(in_lines.amax(-1), 1, cand_slot)  # [B, N]: 0 where the candidate names no clause
+        sim = (self.match_query(y) / math.sqrt(x.shape[-1])) @ self.match_key(x).transpose(1, 2)
+        best = torch.where(allowed, sim, -1e4).max(-1).values * any_line  # [B, N]
 
         # Pool each candidate's tokens, one segment sum for all: its mean, gated mean and MaxSim.
         gate = torch.sigmoid(self.gate(y))  # [B, N, 1]

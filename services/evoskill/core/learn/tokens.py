@@ -204,6 +204,9 @@ class TokenFeaturizer:
                            mask)
 
 
+Overlaps = list[tuple[list[int], list[float]]]  # per group (notes, room): tokens held and rarity sum, per clause
+
+
 class StateTokens:
     """One state read into tokens, with the sets the exact-match features look tokens up in."""
 
@@ -216,48 +219,68 @@ class StateTokens:
         # Ordered pairs within a clause, at most one token apart: "slice red" is in "slice the red potato".
         self.pairs = [{(c[k], c[k + gap]) for _, c in group for gap in (1, 2) for k in range(len(c) - gap)}
                       for group in (notes, room)]
-        self.lines = [[(number, set(c)) for number, c in group] for group in (notes, room)]
+        self.lines = [[number for number, _ in group] for group in (notes, room)]  # clause numbers, in order
         # A token found in many clauses ("in", "the") says little about which clause a candidate names.
-        self.rarity = [self._rarity(lines) for lines in self.lines]
+        self.rarity = [self._rarity(group) for group in (notes, room)]
+        # token -> the positions in self.lines[g] of the clauses holding it: a candidate's overlap with every
+        # clause comes from its own few tokens, not from a set intersection with each clause.
+        self.holders = [self._holders(group) for group in (notes, room)]
         self._candidates: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, list[int]]] = {}
 
     def candidate(self, ids: tuple[int, ...], seen: bool) -> tuple[np.ndarray, list[int]]:
         """`match` and `lines_named` of a candidate, remembered (training reads the same steps many times)."""
         got = self._candidates.get((ids, seen))
         if got is None:
-            got = self._candidates[(ids, seen)] = (self.match(ids, seen), self.lines_named(ids))
+            overlaps = self.overlaps(set(ids))
+            got = self._candidates[(ids, seen)] = (self.match(ids, seen, overlaps), self.lines_named(ids, overlaps))
         return got
 
     @staticmethod
-    def _rarity(lines: list[tuple[int, set[int]]]) -> dict[int, float]:
+    def _rarity(group: list[tuple[int, tuple[int, ...]]]) -> dict[int, float]:
         counts: dict[int, int] = {}
-        for _, tokens in lines:
-            for t in tokens:
+        for _, tokens in group:
+            for t in set(tokens):
                 counts[t] = counts.get(t, 0) + 1
         return {t: 1.0 / n for t, n in counts.items()}
 
-    def match(self, ids: tuple[int, ...], seen: bool) -> np.ndarray:
-        """MATCH_FEATURES [len(ids), F] of one candidate's tokens."""
-        out = np.zeros((len(ids), len(MATCH_FEATURES)), np.float32)
-        unique = set(ids)
-        coverage = [max((len(unique & line) / len(unique) for _, line in lines), default=0.0) for lines in self.lines]
-        for t, token in enumerate(ids):
-            out[t, :4] = [token in s for s in self.sets]
-            if t:
-                out[t, 4:6] = [(ids[t - 1], token) in p for p in self.pairs]
-        out[:, 6:8] = coverage
-        out[0, 8] = 1.0
-        out[:, 9] = seen
+    @staticmethod
+    def _holders(group: list[tuple[int, tuple[int, ...]]]) -> dict[int, list[int]]:
+        holders: dict[int, list[int]] = {}
+        for position, (_, tokens) in enumerate(group):
+            for t in set(tokens):
+                holders.setdefault(t, []).append(position)
+        return holders
+
+    def overlaps(self, unique: set[int]) -> Overlaps:
+        """Per group (notes, room), for each of its clauses: how many of the distinct tokens `unique` it holds,
+        and the sum of their rarities."""
+        out = []
+        for lines, holders, rarity in zip(self.lines, self.holders, self.rarity, strict=True):
+            counts, scores = [0] * len(lines), [0.0] * len(lines)
+            for t in unique:
+                for position in holders.get(t, ()):
+                    counts[position] += 1
+                    scores[position] += rarity[t]
+            out.append((counts, scores))
         return out
 
-    def lines_named(self, ids: tuple[int, ...]) -> list[int]:
+    def match(self, ids: tuple[int, ...], seen: bool, overlaps: Overlaps | None = None) -> np.ndarray:
+        """MATCH_FEATURES [len(ids), F] of one candidate's tokens (`overlaps`: its `overlaps`, where known)."""
+        unique = len(set(ids))
+        coverage = [max(counts, default=0) / unique for counts, _ in overlaps or self.overlaps(set(ids))]
+        rows = [[token in s for s in self.sets]
+                + ([(ids[t - 1], token) in p for p in self.pairs] if t else [False, False])
+                + coverage + [t == 0, seen]
+                for t, token in enumerate(ids)]
+        return np.asarray(rows, np.float32).reshape(len(ids), len(MATCH_FEATURES))
+
+    def lines_named(self, ids: tuple[int, ...], overlaps: Overlaps | None = None) -> list[int]:
         """The clause numbers a candidate names most (its tokens weighted by rarity; 0 = none): up to
         NOTE_LINES notes clauses tied for the best score, then the best room clause."""
-        unique = set(ids)
         best: list[list[int]] = []
-        for lines, rarity in zip(self.lines, self.rarity, strict=True):
-            scored = [(sum(rarity[t] for t in unique & tokens), number) for number, tokens in lines]
-            top = max((score for score, _ in scored), default=0.0)
-            best.append([number for score, number in scored if top > 0 and score >= top - 1e-9])
+        for lines, (_, scores) in zip(self.lines, overlaps or self.overlaps(set(ids)), strict=True):
+            top = max(scores, default=0.0)
+            best.append([number for score, number in zip(scores, lines, strict=True)
+                         if top > 0 and score >= top - 1e-9])
         notes = (best[0] + [0] * NOTE_LINES)[:NOTE_LINES]
         return [*notes, best[1][0] if best[1] else 0]
