@@ -103,15 +103,21 @@ def pipeline(
     """Episodes/min of the real pipeline (sandbox, reward, planner processes) with tracing and metrics
     off and on, interleaved in one run; with --load, many concurrent episodes through the whole stack and
     the counts of every store reconciled."""
-    if load:
-        from evoskill.bench.load import run_load_bench  # starts processes; imported only when run
+    from evoskill.stack.supervisor import StackError
 
-        if not run_load_bench(json_path, episodes, concurrency, env, agent, simulations, max_steps, max_seconds):
-            raise typer.Exit(1)
-        return
-    from evoskill.bench.pipeline import run_pipeline_bench  # starts processes; imported only when run
+    try:
+        if load:
+            from evoskill.bench.load import run_load_bench  # starts processes; imported only when run
 
-    run_pipeline_bench(json_path, episodes, env, simulations, max_steps, rollout_depth, seed)
+            if not run_load_bench(json_path, episodes, concurrency, env, agent, simulations, max_steps, max_seconds):
+                raise typer.Exit(1)
+            return
+        from evoskill.bench.pipeline import run_pipeline_bench  # starts processes; imported only when run
+
+        run_pipeline_bench(json_path, episodes, env, simulations, max_steps, rollout_depth, seed)
+    except StackError as exc:  # a server that did not start in time: one line, not a traceback
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @bench_app.command("outer-loop")
