@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
@@ -13,9 +11,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from typer.testing import CliRunner
 
-from evoskill.bench import bench_app
 from evoskill.bench.pipeline import OFF, ON, Collector, Episode, Result, schedule
 
 
@@ -63,16 +59,3 @@ async def test_collector_counts_what_an_otlp_exporter_sends() -> None:
         await collector.stop()
     assert collector.spans == 3 and collector.span_names == {"a", "b"}
     assert collector.metric_points >= 2  # one point per attribute set (a final export may repeat them)
-
-
-@pytest.mark.slow  # starts two copies of the pipeline: ~40 s; pytest -m slow tests/unit/test_bench_pipeline.py
-def test_bench_command_measures_both_modes_and_writes_json(tmp_path: Path) -> None:
-    out = tmp_path / "pipeline.json"
-    args = ["pipeline", "--json", str(out), "--episodes", "1", "--simulations", "4", "--max-steps", "3"]
-    result = CliRunner().invoke(bench_app, args)
-    assert result.exit_code == 0, result.output
-    figures = json.loads(out.read_text())
-    assert figures["tracing_off_epm"] > 0 and figures["tracing_on_epm"] > 0
-    assert figures["overhead"] == pytest.approx(figures["tracing_off_epm"] / figures["tracing_on_epm"] - 1)
-    assert figures["spans_exported"] > 0 and figures["metric_points_exported"] > 0
-    assert figures["mean_env_steps"]["off"] == figures["mean_env_steps"]["on"]  # the same work in both

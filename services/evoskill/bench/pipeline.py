@@ -1,11 +1,12 @@
 """Pipeline benchmark: what tracing and metrics cost whole episodes, over the real services.
 
-Two copies of the pipeline (sandbox, reward, planner, each its own process, as `evoskill up` runs
-them) share one nats-server: one with telemetry disabled (the OpenTelemetry API stays a no-op), one
-with the SDK installed, exporting spans in batches and metrics every few seconds over OTLP/gRPC to a
-collector inside this process that decodes and counts what arrives. The same episodes (same
-environment, seeds and search settings) alternate between the two, pairs in ABBA order, so drift on
-a shared machine falls on both; one untimed episode per copy warms JVMs and caches first.
+Two copies of the pipeline (sandbox, reward, planner, each its own process, as `evoskill up` runs them), each
+with its own nats-server (its users and generated passwords, as `evoskill up` starts it: one copy's services
+cannot join the other's server, whose users may use their own subjects only), sharing one Temporal: one with
+telemetry disabled (the OpenTelemetry API stays a no-op), one with the SDK installed, exporting spans in batches
+and metrics every few seconds over OTLP/gRPC to a collector inside this process that decodes and counts what
+arrives. The same episodes (same environment, seeds and search settings) alternate between the two, pairs in
+ABBA order, so drift on a shared machine falls on both; one untimed episode per copy warms JVMs and caches first.
 
 Reported: episodes per minute for each, `overhead` = off_epm / on_epm - 1 (the extra time an episode
 takes with telemetry on), the median of the per-seed time ratios (robust to one noisy episode), and
@@ -131,14 +132,13 @@ def schedule(episodes: int, seed: int) -> list[tuple[str, int]]:
     return plan
 
 
-def stack_settings(state_dir: Path, mode: str, telemetry: TelemetrySettings, nats_url: str = "",
-                   temporal_address: str = "") -> Settings:
+def stack_settings(state_dir: Path, mode: str, telemetry: TelemetrySettings, temporal_address: str = "") -> Settings:
     """Settings of one copy on free ports, its own stream, under its own state folder."""
     base = Settings()
     nats, temporal, *services = free_ports(2 + len(SERVICES))
     return base.model_copy(update={
         "state_dir": state_dir / mode,
-        "nats": NatsSettings(url=nats_url, port=nats, stream=f"BENCH{mode.upper()}",
+        "nats": NatsSettings(port=nats, stream=f"BENCH{mode.upper()}",
                              subject_prefix=f"bench{mode}"),
         "temporal": TemporalSettings(address=temporal_address, port=temporal, ui_port=0),  # no UI: copies side by side
         "telemetry": telemetry,
@@ -178,10 +178,10 @@ async def measure(episodes: int, env: str, simulations: int, max_steps: int, rol
         off = stack_settings(Path(tmp), OFF, TelemetrySettings(enabled=False))
         stacks: dict[str, tuple[Settings, Stack]] = {OFF: (off, Stack(off, services=SERVICES))}
         try:
-            say("starting the pipeline with telemetry off (and nats-server, Temporal)")
+            say("starting the pipeline with telemetry off (and its nats-server, Temporal)")
             await stacks[OFF][1].start()
             on = stack_settings(Path(tmp), ON, TelemetrySettings(enabled=True, otlp_endpoint=endpoint),
-                                nats_url=off.nats_url, temporal_address=off.temporal_address)
+                                temporal_address=off.temporal_address)
             stacks[ON] = (on, Stack(on, services=SERVICES))
             say("starting the pipeline with telemetry on")
             with environment(OTEL_METRIC_EXPORT_INTERVAL=str(METRIC_EXPORT_MS)):
