@@ -100,3 +100,23 @@ def test_a_setting_chosen_on_the_dev_fold_plays_the_test_games(tmp_path: Path) -
     test = json.loads((folder / "eval-policy.json").read_text())
     assert dev["fold"] == "dev" and test["fold"] == "test" and test["settings"]["policy"] == "v000001"
     assert result["agents"][0]["runs"] == 1
+
+
+def test_the_cloning_checked_on_the_dev_fold_serves_the_better_theta(tmp_path: Path) -> None:
+    """`dev_check_steps`: θ after 3 of 6 cloning steps (v000001) and at the end (v000002) each play the dev games
+    alone; the better by dev score (ties: the earlier) plays the test games."""
+    tiny = Budget(library_episodes=4, gradient_steps=6, test_episodes=2, max_steps=6, simulations=2, wall_time_s=900,
+                  batch_size=8, parallel=2, train_eval_episodes=2, dev_check_steps=3)
+    suite = replace(SUITES["coin"], quick=tiny)
+    result = run_quality_bench(suite, True, 1, 1, {"EVOSKILL_LEARNER__HIDDEN": "32"}, tmp_path / "work",
+                               tmp_path / "quality.json", agents=["policy"])
+    (trained,) = result["trained"]
+    checks = trained["dev_checks"]
+    assert [(c["steps"], c["policy_version"], c["dev_episodes"]) for c in checks] == [(3, "v000001", 2),
+                                                                                        (6, "v000002", 2)]
+    best = checks[1] if checks[1]["dev_score"] > checks[0]["dev_score"] else checks[0]
+    assert trained["policy_version"] == best["policy_version"]
+    seed = tmp_path / "work" / "seed-0"
+    assert all(json.loads((seed / f"eval-dev-{n}.json").read_text())["fold"] == "dev" for n in (3, 6))
+    test = json.loads((seed / "eval-policy.json").read_text())
+    assert test["fold"] == "test" and test["settings"]["policy"] == best["policy_version"]

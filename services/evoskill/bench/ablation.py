@@ -206,8 +206,8 @@ def run_ablation_bench(suite: Suite, quick: bool, seeds: int, workers: int, over
                                "from": record["from"]})
             else:
                 with stack(folder, {**processes, **shared_game_cache(processes)}) as env:
-                    version, losses, online = train_theta(suite.env, budget, seed, library if row.ablation.offline
-                                                           else None, env, folder)
+                    version, losses, online, _ = train_theta(suite.env, budget, seed, library if row.ablation.offline
+                                                              else None, env, folder)
                     report = evaluate(args, AgentKind.POLICY_MCTS, budget.simulations, env,
                                       folder / f"eval-{AgentKind.POLICY_MCTS}.json", version, TEST_GAMES)
                 record = {"seed": seed, "row": row.ablation.name, **expected, "revision": revision,

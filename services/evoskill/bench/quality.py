@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
@@ -103,11 +103,11 @@ def choose_theta(choice: Choice, suite: Suite, budget: Budget, seed: int, librar
     for i, value in enumerate(choice.values):
         here = folder / f"choose-{i}"
         with stack(here, {**processes, choice.variable: value}) as env:
-            version, losses, online = train_theta(suite.env, budget, seed, library, env, here)
+            version, losses, online, checks = train_theta(suite.env, budget, seed, library, env, here)
             report = evaluate(dev, AgentKind.POLICY, 0, env, here / "eval-dev-policy.json", version,
                               extra=["--fold", "dev"])
         candidates.append({"value": value, "folder": here.name, "policy_version": version, "losses": losses,
-                           "online_epochs": online, "dev_score": report.get("mean_score", 0.0),
+                           "online_epochs": online, "dev_checks": checks, "dev_score": report.get("mean_score", 0.0),
                            "dev_success": report.get("success_rate", 0.0), "dev_episodes": dev.episodes})
         console.print(f"seed {seed}, {choice.setting}={value}: θ {version} alone on the dev fold: "
                       f"score {candidates[-1]['dev_score']:.3f}, success {candidates[-1]['dev_success']:.0%}")
@@ -184,9 +184,10 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
         with stack(folder, stack_settings, fresh=picked is None) as env:
             if theta_rows:
                 if picked is None:
-                    version, losses, online = train_theta(suite.env, budget, seed, library, env, folder)
+                    version, losses, online, checks = train_theta(suite.env, budget, seed, library, env, folder)
                 else:
-                    version, losses, online = picked["policy_version"], picked["losses"], picked["online_epochs"]
+                    version, losses, online, checks = (picked["policy_version"], picked["losses"],
+                                                       picked["online_epochs"], picked["dev_checks"])
                 # Where a seed's time goes: stacks, import and cloning (every candidate's with --choose), then each
                 # agent's test games. On short ScienceWorld tasks the cloning is most of it.
                 wall[f"seed_{seed}_train_s"] = time.perf_counter() - seed_started
@@ -196,7 +197,10 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                                         TEST_GAMES))
                     wall[f"seed_{seed}_{agent}_s"] = time.perf_counter() - clock
                 trained.append({"seed": seed, "policy_version": version, "losses": losses, "online_epochs": online,
-                                **({"choice": chosen} if chosen else {})})
+                                **({"dev_checks": checks} if checks else {}), **({"choice": chosen} if chosen else {})})
+                if checks:
+                    console.print(f"seed {seed}: cloning on the dev fold: " + ", ".join(
+                        f"{c['steps']} steps {c['dev_score']:.3f}" for c in checks) + f"; θ {version} serves")
                 console.print(f"seed {seed}: θ {version}: " + ", ".join(
                     f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
             if seed == first_seed:
@@ -231,25 +235,27 @@ def offline_library(console: Console, suite: Suite, budget: Budget, workers: int
     return library, demos
 
 
+class Trained(NamedTuple):
+    version: str  # the θ that serves at the end
+    losses: dict[str, float]  # the cloning's (of the θ it kept)
+    online: list[dict[str, Any]]  # the online epochs' records: which θ each evaluated on the dev games, how it did
+    dev_checks: list[dict[str, Any]]  # the cloning's checks on the dev fold (`Budget.dev_check_steps`), if any
+
+
 def train_theta(env_spec: str, budget: Budget, seed: int, library: Path | None, env: dict[str, str],
-                folder: Path) -> tuple[str, dict[str, float], list[dict[str, Any]]]:
+                folder: Path) -> Trained:
     """θ of one seed on the stack `env` reaches: the library imported, behaviour cloning on it, then the
-    online epochs where the budget has them. Returns the version that serves at the end, the cloning's losses
-    and the online epochs' records (which θ each evaluated on the dev games, how it did, which one serves).
+    online epochs where the budget has them.
 
     Without a library (the ablation's "no offline data"): a fresh θ trained by online epochs alone, as many
     learner steps in all as the cloning and the online epochs would have taken (`online_only`)."""
     log = folder / "bench.log"
-    version, epochs, reply = "", list[dict[str, Any]](), dict[str, Any]()
+    version, epochs, reply, checks = "", list[dict[str, Any]](), dict[str, Any](), list[dict[str, Any]]()
     if library is None:  # keep_best off: the untrained θ it would start from is no evidence to keep
         train_args = [*budget.train_args(env_spec, "", seed, *online_only(budget)), "--no-keep-best"]
     else:
         _cli("library", "import", str(library), env=env, log=log)
-        # Seed 0 would keep the learner's own draws: every training seed reseeds them (seed + 1).
-        _cli("library", "train", "--steps", str(budget.gradient_steps), "--batch-size", str(budget.batch_size),
-             "--seed", str(seed + 1), "--json", str(folder / "train.json"), env=env, log=log)
-        reply = json.loads((folder / "train.json").read_text())
-        version = str(reply["policy_version"])
+        version, reply, checks = clone(env_spec, budget, seed, env, folder)
         train_args = budget.train_args(env_spec, version, seed)
     if budget.online_epochs or library is None:
         report_dir = folder / "report"
@@ -260,7 +266,35 @@ def train_theta(env_spec: str, budget: Budget, seed: int, library: Path | None, 
         epochs = [{k: m.get(k) for k in ("epoch", "stage", "train_success", "eval_success", "eval_mean_score",
                                          "policy_version", "serving_version", "note")}
                   for m in report.get("history", [])]
-    return version, {k: float(v) for k, v in reply.get("losses", {}).items()}, epochs
+    return Trained(version, {k: float(v) for k, v in reply.get("losses", {}).items()}, epochs, checks)
+
+
+def clone(env_spec: str, budget: Budget, seed: int, env: dict[str, str],
+          folder: Path) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    """Behaviour cloning on the imported library, `budget.gradient_steps` learner steps. With
+    `budget.dev_check_steps` (0 < n < gradient_steps): θ after n steps and θ at the end each play the dev games
+    alone, and the better by mean score (ties: the earlier) is returned. Returns the version, its `library train`
+    reply and the checks made (empty without)."""
+    n = budget.dev_check_steps
+    chunks = [n, budget.gradient_steps - n] if 0 < n < budget.gradient_steps else [budget.gradient_steps]
+    dev = EvalArgs(env_spec, budget.train_eval_episodes, budget.max_steps, budget.parallel)
+    done, checks, replies = 0, list[dict[str, Any]](), list[dict[str, Any]]()
+    for i, steps in enumerate(chunks):
+        out, log = folder / ("train.json" if i == 0 else f"train-{i}.json"), folder / "bench.log"
+        # Seed 0 would keep the learner's own draws: every training seed reseeds them (seed + 1); a later chunk
+        # reseeds them otherwise, or it would draw the first chunk's batches again.
+        _cli("library", "train", "--steps", str(steps), "--batch-size", str(budget.batch_size),
+             "--seed", str(seed + 1 + 1000 * i), "--json", str(out), env=env, log=log)
+        replies.append(json.loads(out.read_text()))
+        done += steps
+        if len(chunks) > 1:
+            version = str(replies[-1]["policy_version"])
+            report = evaluate(dev, AgentKind.POLICY, 0, env, folder / f"eval-dev-{done}.json", version,
+                              extra=["--fold", "dev"])
+            checks.append({"steps": done, "policy_version": version, "dev_score": report.get("mean_score", 0.0),
+                           "dev_success": report.get("success_rate", 0.0), "dev_episodes": dev.episodes})
+    best = max(range(len(checks)), key=lambda i: (checks[i]["dev_score"], -i)) if checks else 0
+    return str(replies[best]["policy_version"]), replies[best], checks
 
 
 def online_only(budget: Budget) -> tuple[int, int]:

@@ -35,6 +35,10 @@ class Budget:
     train_search: str = "gumbel"
     train_eval_episodes: int = 10  # dev games θ alone plays after each online epoch: keep_best's evidence
     parallel: int = 2  # test games played at once
+    # Early stopping on the dev fold: θ after this many cloning steps and θ at the end each play the
+    # train_eval_episodes dev games alone, and the better serves (0 = none: the end's θ). The cloning's best length
+    # differs by task (docs/results.md, "300 cloning steps at three seeds"); the dev fold picks it, not the test.
+    dev_check_steps: int = 0
 
     def train_args(self, env: str, policy: str, seed: int, epochs: int = 0, train_steps: int = 0) -> list[str]:
         """`evoskill train` arguments of the online epochs, starting from θ `policy` ("" = a fresh θ); `epochs`
@@ -53,7 +57,9 @@ class Budget:
     def describe(self) -> str:
         online = (f", then {self.online_epochs} online epochs × {self.episodes_per_epoch} games at "
                   f"{self.train_simulations} simulations") if self.online_epochs else ""
-        return (f"library {self.library_episodes} gold paths, {self.gradient_steps} gradient steps{online}; "
+        check = (f" (θ at {self.dev_check_steps} and at the end played on {self.train_eval_episodes} dev games, "
+                 f"the better serving)") if 0 < self.dev_check_steps < self.gradient_steps else ""
+        return (f"library {self.library_episodes} gold paths, {self.gradient_steps} gradient steps{check}{online}; "
                 f"{self.test_episodes} test games ≤ {self.max_steps} steps, {self.simulations} simulations; "
                 f"wall time budget {self.wall_time_s / 60:.0f} min")
 
