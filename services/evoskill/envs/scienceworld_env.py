@@ -153,8 +153,10 @@ class ScienceWorldAdapter(BaseTextEnv):
             raise EnvSpecError(f"{self._spec.canonical()} has no {fold} variations")
         variation = variations[seed % len(variations)]
         loaded = self._loaded
-        # ScienceWorld's reset() rebuilds the loaded variation's first state (the same look, inventory and valid
-        # actions after any replay), so a replay's reset skips load's task set-up (a third of a reset's time).
+        # ScienceWorld's reset() rebuilds the loaded variation's first state, so a replay's reset skips load's task
+        # set-up (a third of a reset's time). Each build, reset or load alike, may name some objects differently in
+        # the listed actions ("paint in wood cup containing blue paint" / "paint on cup"): docs/results.md,
+        # "uniform-prior MCTS at the suite's budget".
         if loaded != (self._spec.name, variation, self.simplifications):
             try:
                 self._env.load(self._spec.name, variation, self.simplifications, generateGoldPath=False)
