@@ -98,17 +98,14 @@ def choose_theta(choice: Choice, suite: Suite, budget: Budget, seed: int, librar
     """θ trained with each of `choice.values` on a stack of its own under `folder`, each played alone on the
     dev fold; returns the folder of the best by dev mean score (ties: the first), the record of the choice and
     the chosen candidate's own."""
-    dev = EvalArgs(suite.env, budget.train_eval_episodes, budget.max_steps, budget.parallel)
     candidates = []
     for i, value in enumerate(choice.values):
         here = folder / f"choose-{i}"
         with stack(here, {**processes, choice.variable: value}) as env:
             version, losses, online, checks = train_theta(suite.env, budget, seed, library, env, here)
-            report = evaluate(dev, AgentKind.POLICY, 0, env, here / "eval-dev-policy.json", version,
-                              extra=["--fold", "dev"])
+            played = on_dev_fold(suite.env, budget, env, here / "eval-dev-policy.json", version)
         candidates.append({"value": value, "folder": here.name, "policy_version": version, "losses": losses,
-                           "online_epochs": online, "dev_checks": checks, "dev_score": report.get("mean_score", 0.0),
-                           "dev_success": report.get("success_rate", 0.0), "dev_episodes": dev.episodes})
+                           "online_epochs": online, "dev_checks": checks, **played})
         console.print(f"seed {seed}, {choice.setting}={value}: θ {version} alone on the dev fold: "
                       f"score {candidates[-1]['dev_score']:.3f}, success {candidates[-1]['dev_success']:.0%}")
     best = max(range(len(candidates)), key=lambda i: (candidates[i]["dev_score"], -i))
@@ -277,7 +274,6 @@ def clone(env_spec: str, budget: Budget, seed: int, env: dict[str, str],
     reply and the checks made (empty without)."""
     n = budget.dev_check_steps
     chunks = [n, budget.gradient_steps - n] if 0 < n < budget.gradient_steps else [budget.gradient_steps]
-    dev = EvalArgs(env_spec, budget.train_eval_episodes, budget.max_steps, budget.parallel)
     done, checks, replies = 0, list[dict[str, Any]](), list[dict[str, Any]]()
     for i, steps in enumerate(chunks):
         out, log = folder / ("train.json" if i == 0 else f"train-{i}.json"), folder / "bench.log"
@@ -289,12 +285,18 @@ def clone(env_spec: str, budget: Budget, seed: int, env: dict[str, str],
         done += steps
         if len(chunks) > 1:
             version = str(replies[-1]["policy_version"])
-            report = evaluate(dev, AgentKind.POLICY, 0, env, folder / f"eval-dev-{done}.json", version,
-                              extra=["--fold", "dev"])
-            checks.append({"steps": done, "policy_version": version, "dev_score": report.get("mean_score", 0.0),
-                           "dev_success": report.get("success_rate", 0.0), "dev_episodes": dev.episodes})
+            checks.append({"steps": done, "policy_version": version,
+                           **on_dev_fold(env_spec, budget, env, folder / f"eval-dev-{done}.json", version)})
     best = max(range(len(checks)), key=lambda i: (checks[i]["dev_score"], -i)) if checks else 0
     return str(replies[best]["policy_version"]), replies[best], checks
+
+
+def on_dev_fold(env_spec: str, budget: Budget, env: dict[str, str], out: Path, version: str) -> dict[str, Any]:
+    """θ `version` alone on the budget's dev games: their mean score and success, and how many were played."""
+    dev = EvalArgs(env_spec, budget.train_eval_episodes, budget.max_steps, budget.parallel)
+    report = evaluate(dev, AgentKind.POLICY, 0, env, out, version, extra=["--fold", "dev"])
+    return {"dev_score": report.get("mean_score", 0.0), "dev_success": report.get("success_rate", 0.0),
+            "dev_episodes": dev.episodes}
 
 
 def online_only(budget: Budget) -> tuple[int, int]:

@@ -220,11 +220,11 @@ class StateTokens:
         self.pairs = [{(c[k], c[k + gap]) for _, c in group for gap in (1, 2) for k in range(len(c) - gap)}
                       for group in (notes, room)]
         self.lines = [[number for number, _ in group] for group in (notes, room)]  # clause numbers, in order
-        # A token found in many clauses ("in", "the") says little about which clause a candidate names.
-        self.rarity = [self._rarity(group) for group in (notes, room)]
         # token -> the positions in self.lines[g] of the clauses holding it: a candidate's overlap with every
         # clause comes from its own few tokens, not from a set intersection with each clause.
         self.holders = [self._holders(group) for group in (notes, room)]
+        # A token found in many clauses ("in", "the") says little about which clause a candidate names.
+        self.rarity = [{t: 1.0 / len(at) for t, at in holders.items()} for holders in self.holders]
         self._candidates: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, list[int]]] = {}
 
     def candidate(self, ids: tuple[int, ...], seen: bool) -> tuple[np.ndarray, list[int]]:
@@ -232,16 +232,8 @@ class StateTokens:
         got = self._candidates.get((ids, seen))
         if got is None:
             overlaps = self.overlaps(set(ids))
-            got = self._candidates[(ids, seen)] = (self.match(ids, seen, overlaps), self.lines_named(ids, overlaps))
+            got = self._candidates[(ids, seen)] = (self.match(ids, seen, overlaps), self.lines_named(overlaps))
         return got
-
-    @staticmethod
-    def _rarity(group: list[tuple[int, tuple[int, ...]]]) -> dict[int, float]:
-        counts: dict[int, int] = {}
-        for _, tokens in group:
-            for t in set(tokens):
-                counts[t] = counts.get(t, 0) + 1
-        return {t: 1.0 / n for t, n in counts.items()}
 
     @staticmethod
     def _holders(group: list[tuple[int, tuple[int, ...]]]) -> dict[int, list[int]]:
@@ -264,21 +256,21 @@ class StateTokens:
             out.append((counts, scores))
         return out
 
-    def match(self, ids: tuple[int, ...], seen: bool, overlaps: Overlaps | None = None) -> np.ndarray:
-        """MATCH_FEATURES [len(ids), F] of one candidate's tokens (`overlaps`: its `overlaps`, where known)."""
+    def match(self, ids: tuple[int, ...], seen: bool, overlaps: Overlaps) -> np.ndarray:
+        """MATCH_FEATURES [len(ids), F] of one candidate's tokens, given its `overlaps`."""
         unique = len(set(ids))
-        coverage = [max(counts, default=0) / unique for counts, _ in overlaps or self.overlaps(set(ids))]
+        coverage = [max(counts, default=0) / unique for counts, _ in overlaps]
         rows = [[token in s for s in self.sets]
                 + ([(ids[t - 1], token) in p for p in self.pairs] if t else [False, False])
                 + coverage + [t == 0, seen]
                 for t, token in enumerate(ids)]
         return np.asarray(rows, np.float32).reshape(len(ids), len(MATCH_FEATURES))
 
-    def lines_named(self, ids: tuple[int, ...], overlaps: Overlaps | None = None) -> list[int]:
-        """The clause numbers a candidate names most (its tokens weighted by rarity; 0 = none): up to
-        NOTE_LINES notes clauses tied for the best score, then the best room clause."""
+    def lines_named(self, overlaps: Overlaps) -> list[int]:
+        """The clause numbers a candidate names most, from its `overlaps` (its tokens weighted by rarity; 0 =
+        none): up to NOTE_LINES notes clauses tied for the best score, then the best room clause."""
         best: list[list[int]] = []
-        for lines, (_, scores) in zip(self.lines, overlaps or self.overlaps(set(ids)), strict=True):
+        for lines, (_, scores) in zip(self.lines, overlaps, strict=True):
             top = max(scores, default=0.0)
             best.append([number for score, number in zip(scores, lines, strict=True)
                          if top > 0 and score >= top - 1e-9])
