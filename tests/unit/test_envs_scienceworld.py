@@ -83,7 +83,7 @@ def test_a_request_whose_readings_all_say_the_same_takes_the_first() -> None:
         gold = env.gold_path() or []
         assert gold and not any(a.strip().isdigit() for a in gold)
         move = next(a for a in gold if a.startswith("move apple seed"))
-        for action in gold[:gold.index(move)]:
+        for action in gold[: gold.index(move)]:
             env.step(action)
         assert move not in env.observation().valid_actions
         obs, _ = env.step(move)
@@ -153,6 +153,34 @@ def test_a_replay_resets_without_loading_again_and_reaches_the_same_state(env: S
     assert not loads and replayed == played
 
 
+def test_every_build_of_a_variation_names_its_objects_alike(env: ScienceWorldAdapter) -> None:
+    """A replay rebuilds the world, so a name the planner read must mean the same object there: resets, a fresh
+    load and another JVM all list one variation's actions alike (seed 6 of lifespan-longest-lived's test fold has
+    three paints in cups, which ScienceWorld names by random draws)."""
+    listings = []
+    for fresh_load in (False, False, True):
+        if fresh_load:
+            env._loaded = None
+        env.reset(seed=6, fold="test")
+        listings.append(env.valid_actions())
+    env.step("look around")
+    env.step("look around")
+    assert listings[0] == listings[1] == listings[2] == env.valid_actions()
+    with make_env(TASK) as other:
+        assert other.reset(seed=6, fold="test").valid_actions == listings[0]
+
+
+def test_a_listing_draws_none_of_the_simulations_random_numbers(env: ScienceWorldAdapter) -> None:
+    """Animals wander and genes mix by the random numbers a listing would draw, and a replay lists nothing."""
+    env.reset(seed=6, fold="test")
+    draws = env._fixed_draws
+    before = int(draws._state.get(draws._random))
+    env._info()
+    assert int(draws._state.get(draws._random)) == before
+    env._env.server.getValidActionObjectCombinations()  # ScienceWorld's own listing draws (three paints in cups)
+    assert int(draws._state.get(draws._random)) != before
+
+
 def test_a_replay_lists_no_valid_actions_it_would_not_read(env: ScienceWorldAdapter) -> None:
     """Listing the valid actions costs several steps' time; a restore reads only the snapshot's observation."""
     env.reset(seed=1, fold="train")
@@ -160,13 +188,13 @@ def test_a_replay_lists_no_valid_actions_it_would_not_read(env: ScienceWorldAdap
         env.step(action)
     snap, before = env.snapshot(), env.observation()
     listings: list[int] = []
-    listing = env._env.get_valid_action_object_combinations
-    env._env.get_valid_action_object_combinations = lambda: (listings.append(1), listing())[1]
+    listing = env._info
+    env._info = lambda: (listings.append(1), listing())[1]  # type: ignore[method-assign]
     try:
         restored = env.restore(snap)
         after, _ = env.step("look around")
     finally:
-        env._env.get_valid_action_object_combinations = listing
+        del env._info
     assert restored == before and len(listings) == 1  # the step after the restore lists; the replay did not
     assert after.valid_actions
 

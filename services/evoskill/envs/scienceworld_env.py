@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import threading
 from typing import Any
 
 from evoskill.common.v1.common_pb2 import Observation
@@ -14,6 +16,18 @@ from evoskill.envs.spec import EnvSpec, EnvSpecError
 _NO_LIMIT = 2**31 - 1
 _PARSER_REJECTED = "No known action matches that input."
 _AMBIGUOUS = "Ambiguous request"
+# ScienceWorld names each object in its listed actions by a referent no other object shares, found by iterating the
+# objects in identity-hash order and, where that leaves duplicates, by drawing from Scala's global Random: the
+# random generator its animals wander and its genes mix by. So, left alone, every build of a world (reset or load)
+# and every listing named some objects anew (56 of 422 listed actions between two resets: "focus on paint in wood
+# cup" / "... in cup containing red paint"), a name could mean another object after the sandbox's reset and replay,
+# and a listing could move the animals of a live step and not of its replay. One identity hash for every object
+# makes the iteration follow insertion order, the same in every build, process and machine (replays ~35% slower:
+# docs/results.md); `_FixedDraws` gives each listing the same draws and hands the simulation its own back.
+_SAME_NAMES_EVERY_BUILD = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2 --add-opens=java.base/java.util=ALL-UNNAMED"
+_LISTING_SEED = 0
+_LCG_MULTIPLIER = 0x5DEECE66D  # java.util.Random.setSeed(s) stores s ^ this: how a saved state is put back
+_JVM_OPTIONS_LOCK = threading.Lock()
 
 # ScienceWorld's action templates (get_possible_actions(), scienceworld 1.2.3) plus "go to OBJ",
 # the form its valid actions and gold paths use for "go OBJ".
@@ -110,9 +124,8 @@ class ScienceWorldAdapter(BaseTextEnv):
         gold_path: bool = True,
     ) -> None:
         super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
-        from scienceworld import ScienceWorldEnv
-
-        self._env: Any = ScienceWorldEnv("", envStepLimit=_NO_LIMIT)
+        self._env: Any = _start_jvm()
+        self._fixed_draws = _FixedDraws(self._env)
         # Gold paths come from a JVM of their own, started on the first one asked for: generating one leaves its
         # JVM's resets slow for good (mendelian-genetics: 0.1-0.5 s before, 5-9 s after, any variation), and every
         # replay that restores a state starts with a reset.
@@ -154,9 +167,7 @@ class ScienceWorldAdapter(BaseTextEnv):
         variation = variations[seed % len(variations)]
         loaded = self._loaded
         # ScienceWorld's reset() rebuilds the loaded variation's first state, so a replay's reset skips load's task
-        # set-up (a third of a reset's time). Each build, reset or load alike, may name some objects differently in
-        # the listed actions ("paint in wood cup containing blue paint" / "paint on cup"): docs/results.md,
-        # "uniform-prior MCTS at the suite's budget".
+        # set-up (a third of a reset's time); every build names the objects alike (`_SAME_NAMES_EVERY_BUILD`).
         if loaded != (self._spec.name, variation, self.simplifications):
             try:
                 self._env.load(self._spec.name, variation, self.simplifications, generateGoldPath=False)
@@ -171,7 +182,8 @@ class ScienceWorldAdapter(BaseTextEnv):
             self._env.server.reset()
             self._env.server.step("look around")
             return Observation(goal=self._goal)
-        text, info = self._env.reset()
+        self._env.server.reset()
+        text, _completed, info = self._send("look around")
         self._goal = self._task_description(info)
         self._gold = self._gold_sequence(variation) if self._need_gold else None
         return self._to_obs(text, info, completed=False)
@@ -179,9 +191,7 @@ class ScienceWorldAdapter(BaseTextEnv):
     def _gold_sequence(self, variation: int) -> list[str]:
         """The variation's gold path, generated in the gold JVM (the same world: a variation is deterministic)."""
         if self._gold_env is None:
-            from scienceworld import ScienceWorldEnv
-
-            self._gold_env = ScienceWorldEnv("", envStepLimit=_NO_LIMIT)
+            self._gold_env = _start_jvm()
         self._gold_env.load(self._spec.name, variation, self.simplifications, generateGoldPath=True)
         return _without_choices(self._gold_env.get_gold_action_sequence())
 
@@ -199,10 +209,24 @@ class ScienceWorldAdapter(BaseTextEnv):
         seed (in seed jar) to flower pot 2" for each of three seeds names objects no agent can tell apart, so
         the first is taken, as ScienceWorld's own gold paths do (their "0" after such a request). Replays step
         through here too, so a restored state is the one the step reached."""
-        text, _reward, completed, info = self._env.step(action)
-        if _one_reading(str(text)):
-            text, _reward, completed, info = self._env.step("0")
-        return str(text), bool(completed), info
+        server = self._env.server
+        text = str(server.step(action))
+        if _one_reading(text):
+            text = str(server.step("0"))
+        return text, bool(server.getCompleted()), self._info()
+
+    def _info(self) -> dict[str, Any]:
+        """What the package's `step` reads after an action, its listing named alike in every build and drawing
+        none of the simulation's random numbers (`_FixedDraws`)."""
+        server = self._env.server
+        with self._fixed_draws:
+            return {
+                "score": round(100 * float(server.getScore())),
+                "look": str(server.freeActionLook()),
+                "inv": str(server.freeActionInventory()),
+                "taskDesc": str(server.freeActionTaskDesc()),
+                "valid": list(server.getValidActionObjectCombinations()),
+            }
 
     def _advance(self, action: str) -> None:
         """A replay's step without its observation: ScienceWorld's `step` lists the valid actions (and reads the
@@ -220,7 +244,7 @@ class ScienceWorldAdapter(BaseTextEnv):
             raise self._reject(action, "ScienceWorld's parser does not know it")
         if reply.startswith(_AMBIGUOUS):
             options = _readings(reply)
-            self._env.step("")  # cancel the pending choice
+            self._env.server.step("")  # cancel the pending choice
             # Cancelling still advances the simulation clock; rebuild the exact state by replay.
             obs, history = self._current(), list(self._history)
             self._replay(self._seed, self._fold, history)
@@ -255,6 +279,44 @@ class ScienceWorldAdapter(BaseTextEnv):
         shutdown_jvm(self._env)
         if self._gold_env is not None:
             shutdown_jvm(self._gold_env)
+
+
+def _start_jvm() -> Any:
+    """A ScienceWorld JVM that names objects the same at every build (`_SAME_NAMES_EVERY_BUILD`), beside any
+    options the process already gives its JVMs (the sandbox worker's heap cap). The package starts its JVM with
+    no options of its own, so they travel in JAVA_TOOL_OPTIONS, set only while this one starts."""
+    from scienceworld import ScienceWorldEnv
+
+    with _JVM_OPTIONS_LOCK:
+        inherited = os.environ.get("JAVA_TOOL_OPTIONS")
+        options = f"{inherited} {_SAME_NAMES_EVERY_BUILD}" if inherited else _SAME_NAMES_EVERY_BUILD
+        os.environ["JAVA_TOOL_OPTIONS"] = options
+        try:
+            return ScienceWorldEnv("", envStepLimit=_NO_LIMIT)
+        finally:
+            if inherited is None:
+                del os.environ["JAVA_TOOL_OPTIONS"]
+            else:
+                os.environ["JAVA_TOOL_OPTIONS"] = inherited
+
+
+class _FixedDraws:
+    """While held, Scala's global Random draws the same numbers at every use (`_LISTING_SEED`); on leaving, the
+    simulation's own sequence goes on where it was. Its state is read by reflection (java.util opened to py4j:
+    `_SAME_NAMES_EVERY_BUILD`) and put back by `setSeed`."""
+
+    def __init__(self, env: Any) -> None:
+        self._random = getattr(getattr(env._gateway.jvm.scala.util, "Random$"), "MODULE$").self()
+        self._state = self._random.getClass().getDeclaredField("seed")
+        self._state.setAccessible(True)
+        self._saved = 0
+
+    def __enter__(self) -> None:
+        self._saved = int(self._state.get(self._random))
+        self._random.setSeed(_LISTING_SEED)
+
+    def __exit__(self, *exc: object) -> None:
+        self._random.setSeed(self._saved ^ _LCG_MULTIPLIER)
 
 
 def _one_reading(reply: str) -> bool:
