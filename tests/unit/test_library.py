@@ -147,6 +147,18 @@ def test_scienceworld_gold_actions_outside_the_valid_list_are_played() -> None:
     assert not any(a.startswith(("use thermometer in inventory", "examine")) for a in actions), actions
 
 
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
+def test_a_shortened_gold_path_still_wins_without_the_steps_it_does_not_need() -> None:
+    # easy=1 opens every door, and ScienceWorld's gold path opens them anyway: "open door to ..." changes nothing.
+    spec = "sciworld:lifespan-longest-lived?easy=1"
+    full = next(generate(spec, "train", range(0, 1), seen=False))
+    short = next(generate(spec, "train", range(0, 1), seen=False, shorten=True))
+    actions = [step.action.text for step in short.steps]
+    assert full.won and short.won and short.score == full.score
+    assert len(actions) < len(full.steps) and not any(a.startswith("open door") for a in actions), actions
+    assert actions[-1] == full.steps[-1].action.text  # the focus that wins
+
+
 def test_listed_forms_are_word_prefixes_either_way() -> None:
     from evoskill.core.agent import listed_forms
 

@@ -64,6 +64,7 @@ class TextEnv(Protocol):
 
     native_copy: ClassVar[bool]  # True where copy()/snapshot() use the env's own state copy
     strict: bool  # reject actions outside valid_actions() with InvalidActionError
+    want_gold_path: bool  # compute the gold path at each reset (off: resets that need none cost less)
     max_steps: int | None  # episode is done (truncated) after this many steps
 
     @property

@@ -74,6 +74,8 @@ def demos(
     seen: Annotated[bool, typer.Option(help="mark candidates leading back to a visited state (steps every child)")]
     = True,
     max_steps: Annotated[int, typer.Option(min=1, help="gold-path steps per episode at most")] = 1000,
+    shorten: Annotated[bool, typer.Option("--shorten", help="play each gold path without the steps its outcome does "
+                                                            "not need, each change checked by playing it")] = False,
     json_path: Annotated[Path | None, typer.Option("--json", callback=output_file, help="write the throughput here")]
     = None,
 ) -> None:
@@ -95,7 +97,7 @@ def demos(
         task = progress.add_task(f"gold paths of {env} ({fold})", total=episodes)
         with out.open("w", encoding="utf-8") if out else contextlib.nullcontext() as sink:
             for episode in generate(env, fold.value, seeds, workers=workers, seen=seen, max_steps=max_steps,
-                                    settings=settings, throughput=tally):
+                                    settings=settings, throughput=tally, shorten=shorten):
                 if sink is not None:
                     write_jsonl([episode], sink)
                 progress.advance(task)
@@ -122,7 +124,8 @@ def demos(
         console.print(f"wrote {out}")
     if json_path is not None:
         write_report(json_path, {"env": env, "fold": fold, "start_seed": start_seed, "seeds": list(seeds),
-                                 "workers": workers, "seen": seen, "max_steps": max_steps, **figures}, settings)
+                                 "workers": workers, "seen": seen, "max_steps": max_steps, "shorten": shorten,
+                                 **figures}, settings)
 
 
 @library_app.command("import")

@@ -11,6 +11,9 @@ copy (TextWorldExpress, ScienceWorld) each child costs a replay of the episode s
 skips that (children are not stepped; every mark reads False, as on states with more than
 `search.prefetch_children` actions). ScienceWorld's games step none either way (its scheme's search settings,
 `EnvScheme.search`: hundreds of children a state, each a replay).
+
+`shorten` plays each gold path's shortened form instead (`core.shorten`: runs of one action replaced by one
+command, steps the outcome does not need left out, each change checked by playing it from the start).
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from multiprocessing.util import Finalize
 from typing import Any
 
 from evoskill.core.agent import AgentKind
+from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.reward import Scorer
+from evoskill.core.shorten import Listed, Outcome, shortened
+from evoskill.envs import TextEnv
 from evoskill.events.v1 import events_pb2
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.v1 import planner_pb2
@@ -41,8 +47,9 @@ class HostSandbox:
     """The sandbox calls the demo agent makes, answered in-process by one `EnvHost` (one session at a time;
     the host and its environment stay open across sessions of the same spec)."""
 
-    def __init__(self, cache_dir: str | None = None) -> None:
+    def __init__(self, cache_dir: str | None = None, shorten: bool = False) -> None:
         self.cache_dir = cache_dir  # tw-make's games (the stack's own cache)
+        self.shorten = shorten
         self.host: EnvHost | None = None
         self.env_steps = 0  # every environment step, the children stepped for `seen` included
 
@@ -54,8 +61,17 @@ class HostSandbox:
         else:
             self.host.episode_id = request.episode_id
             obs = self.host.reset(request.seed, request.fold)
+        gold = self.host.env.gold_path() or []
+        if self.shorten and gold:
+            env = self.host.env
+            env.want_gold_path = False  # the trials' resets need none
+            try:
+                gold = shortened(gold, *_trials(env, request.seed, request.fold))
+            finally:
+                env.want_gold_path = True
+            obs = self.host.reset(request.seed, request.fold)
         return sandbox_pb2.SessionReply(session_id=request.episode_id, episode_id=request.episode_id, observation=obs,
-                                        gold_path=self.host.env.gold_path() or [])
+                                        gold_path=gold)
 
     def Step(self, request: sandbox_pb2.StepRequest) -> sandbox_pb2.StepReply:
         assert self.host is not None
@@ -75,6 +91,32 @@ class HostSandbox:
         if self.host is not None:
             self.host.close()
             self.host = None
+
+
+def _trials(env: TextEnv, seed: int, fold: str) -> tuple[Outcome, Listed]:
+    """`core.shorten`'s plays on `env`: from the game's start, each a reset and its actions, up to where the game
+    ends; an action the environment refuses ends a trial unwon."""
+
+    def play(actions: Sequence[str]) -> Any:
+        obs = env.reset(seed, fold)
+        for action in actions:
+            if obs.done:
+                break
+            try:
+                obs, _ = env.step(action)
+            except (InvalidInput, FailedPrecondition):
+                return None
+        return obs
+
+    def outcome(actions: Sequence[str]) -> tuple[bool, float]:
+        obs = play(actions)
+        return (False, 0.0) if obs is None else (bool(obs.won), float(obs.score))
+
+    def listed(prefix: Sequence[str]) -> Sequence[str]:
+        obs = play(prefix)
+        return [] if obs is None or obs.done else list(obs.valid_actions)
+
+    return outcome, listed
 
 
 class LocalReward:
@@ -99,10 +141,11 @@ class DemoPlayer:
     settings: Settings
     seen: bool = True
     max_steps: int = 1000
+    shorten: bool = False
     sandbox: HostSandbox = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sandbox = HostSandbox(textworld_cache_dir(self.settings))
+        self.sandbox = HostSandbox(textworld_cache_dir(self.settings), self.shorten)
         search = self.settings.search if self.seen else self.settings.search.model_copy(
             update={"prefetch_children": 0})
         self.search_settings = search
@@ -126,9 +169,9 @@ class DemoPlayer:
 _WORKER: DemoPlayer | None = None
 
 
-def _init_worker(settings_json: str, seen: bool, max_steps: int) -> None:
+def _init_worker(settings_json: str, seen: bool, max_steps: int, shorten: bool) -> None:
     global _WORKER
-    _WORKER = DemoPlayer(Settings.model_validate_json(settings_json), seen, max_steps)
+    _WORKER = DemoPlayer(Settings.model_validate_json(settings_json), seen, max_steps, shorten)
     Finalize(None, _WORKER.close, exitpriority=10)  # the JVM goes with the worker
 
 
@@ -160,7 +203,7 @@ class Throughput:
 
 
 def generate(spec: str, fold: str, seeds: Sequence[int], *, workers: int = 1, seen: bool = True, max_steps: int = 1000,
-             settings: Settings | None = None, throughput: Throughput | None = None,
+             settings: Settings | None = None, throughput: Throughput | None = None, shorten: bool = False,
              ) -> Iterator[events_pb2.EpisodeCompleted]:
     """Gold-path episodes of `spec` on `fold` for `seeds`, in seed order; `throughput` is filled as they come
     (its clock includes the workers' start, JVMs included)."""
@@ -169,7 +212,7 @@ def generate(spec: str, fold: str, seeds: Sequence[int], *, workers: int = 1, se
     started = time.perf_counter()
     jobs = [(spec, fold, seed) for seed in seeds]
     if workers <= 1:
-        player = DemoPlayer(settings, seen, max_steps)
+        player = DemoPlayer(settings, seen, max_steps, shorten)
         try:
             for job in jobs:
                 episode, steps = player.play(*job)
@@ -181,7 +224,7 @@ def generate(spec: str, fold: str, seeds: Sequence[int], *, workers: int = 1, se
         return
     chunk = max(1, min(16, len(jobs) // (workers * 4)))
     pool = ProcessPoolExecutor(workers, mp_context=_CTX, initializer=_init_worker,
-                               initargs=(settings.model_dump_json(), seen, max_steps))
+                               initargs=(settings.model_dump_json(), seen, max_steps, shorten))
     try:
         for payload, steps in pool.map(_play_in_worker, jobs, chunksize=chunk):
             episode = events_pb2.EpisodeCompleted.FromString(payload)
