@@ -148,15 +148,27 @@ def test_scienceworld_gold_actions_outside_the_valid_list_are_played() -> None:
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
-def test_a_shortened_gold_path_still_wins_without_the_steps_it_does_not_need() -> None:
-    # easy=1 opens every door, and ScienceWorld's gold path opens them anyway: "open door to ..." changes nothing.
+def test_shortening_leaves_out_a_look_around_and_keeps_what_changes_or_tells() -> None:
+    from contextlib import closing
+
+    from evoskill.core.shorten import shortened
+    from evoskill.envs import make_env
+    from evoskill.library.generate import _trials
+
     spec = "sciworld:lifespan-longest-lived?easy=1"
-    full = next(generate(spec, "train", range(0, 1), seen=False))
-    short = next(generate(spec, "train", range(0, 1), seen=False, shorten=True))
-    actions = [step.action.text for step in short.steps]
-    assert full.won and short.won and short.score == full.score
-    assert len(actions) < len(full.steps) and not any(a.startswith("open door") for a in actions), actions
-    assert actions[-1] == full.steps[-1].action.text  # the focus that wins
+    with closing(make_env(spec)) as env:
+        env.reset(seed=0, fold="train")
+        gold = env.gold_path() or []
+        env.want_gold_path = False
+        outcome, listed, idle = _trials(env, 0, "train")
+        padded = [gold[0], "look around", *gold[1:]]
+        assert idle(padded, 1)  # its text is the room the observation carries
+        assert not idle(padded, 0) and not idle(padded, len(padded) - 1)  # opens a door; the focus that wins
+        assert shortened(padded, outcome, listed, idle) == gold
+    # the demonstrations' own path: nothing idle in it, played as it is
+    episode = next(generate(spec, "train", range(0, 1), seen=False, shorten=True))
+    played = [step.action.text for step in episode.steps]
+    assert episode.won and played == gold[: len(played)]  # a trailing "wait1" after the win is never played
 
 
 def test_listed_forms_are_word_prefixes_either_way() -> None:

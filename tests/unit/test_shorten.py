@@ -7,7 +7,11 @@ from collections.abc import Sequence
 from evoskill.core.shorten import Outcome, _same_command, shortened
 
 TICKS = {"wait1": 1, "wait": 10}
-LISTED = ["focus", "look", "wait", "wait1"]
+LISTED = ["focus", "look", "measure", "wait", "wait1"]
+
+
+def idle(path: Sequence[str], i: int) -> bool:
+    return path[i] == "look"  # "measure" tells something: never left out
 
 
 def clock(window: range) -> tuple[list[int], Outcome]:
@@ -28,20 +32,20 @@ def clock(window: range) -> tuple[list[int], Outcome]:
 
 def test_a_run_becomes_one_command_and_needless_steps_go() -> None:
     _, outcome = clock(range(10, 13))
-    gold = ["look", *["wait1"] * 11, "look", "focus", "wait1"]
-    assert shortened(gold, outcome, lambda prefix: LISTED) == ["wait", "focus"]
+    gold = ["look", *["wait1"] * 11, "look", "measure", "focus", "wait1"]
+    assert shortened(gold, outcome, lambda prefix: LISTED, idle) == ["wait", "measure", "focus", "wait1"]
 
 
 def test_a_change_that_loses_is_not_kept() -> None:
-    _, outcome = clock(range(8, 10))  # "wait" (10 ticks) overshoots: the run stays, cut to what the window needs
+    _, outcome = clock(range(8, 10))  # "wait" (10 ticks) overshoots: the run stays, a wait1 is not idle
     gold = ["look", *["wait1"] * 9, "focus"]
-    assert shortened(gold, outcome, lambda prefix: LISTED) == [*["wait1"] * 8, "focus"]
+    assert shortened(gold, outcome, lambda prefix: LISTED, idle) == [*["wait1"] * 9, "focus"]
 
 
 def test_a_path_that_does_not_win_is_left_as_it_is() -> None:
     plays, outcome = clock(range(100, 101))
     gold = ["look", "wait1", "focus"]
-    assert shortened(gold, outcome, lambda prefix: LISTED) == gold
+    assert shortened(gold, outcome, lambda prefix: LISTED, idle) == gold
     assert plays == [3]  # one play: nothing to keep
 
 

@@ -29,7 +29,8 @@ from typing import Any
 from evoskill.core.agent import AgentKind
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.reward import Scorer
-from evoskill.core.shorten import Listed, Outcome, shortened
+from evoskill.core.shorten import Idle, Listed, Outcome, shortened
+from evoskill.core.state_key import normalise, state_key
 from evoskill.envs import TextEnv
 from evoskill.events.v1 import events_pb2
 from evoskill.planner.episode import EpisodePlayer
@@ -93,9 +94,11 @@ class HostSandbox:
             self.host = None
 
 
-def _trials(env: TextEnv, seed: int, fold: str) -> tuple[Outcome, Listed]:
+def _trials(env: TextEnv, seed: int, fold: str) -> tuple[Outcome, Listed, Idle]:
     """`core.shorten`'s plays on `env`: from the game's start, each a reset and its actions, up to where the game
-    ends; an action the environment refuses ends a trial unwon."""
+    ends; an action the environment refuses ends a trial unwon. A step is idle where the state after it is the
+    state before (`state_key`) and its text is in what the agent read there (the room, the inventory, the last
+    text): a look around, not a thermometer's reading."""
 
     def play(actions: Sequence[str]) -> Any:
         obs = env.reset(seed, fold)
@@ -116,7 +119,18 @@ def _trials(env: TextEnv, seed: int, fold: str) -> tuple[Outcome, Listed]:
         obs = play(prefix)
         return [] if obs is None or obs.done else list(obs.valid_actions)
 
-    return outcome, listed
+    def idle(path: Sequence[str], i: int) -> bool:
+        before = play(path[:i])
+        if before is None or before.done:
+            return False
+        try:
+            after, _ = env.step(path[i])
+        except (InvalidInput, FailedPrecondition):
+            return False
+        read = " ".join(normalise(t) for t in (before.look, before.inventory, before.text))
+        return state_key(after) == state_key(before) and normalise(after.text) in read
+
+    return outcome, listed, idle
 
 
 class LocalReward:
