@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,26 @@ def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
     for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"], ["train_search=mcts"]):
         with pytest.raises(ValueError, match="--budget"):
             with_budget(suite, False, bad)
+
+
+def test_a_shortened_library_is_asked_of_demos_and_said_in_the_budget(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from evoskill.bench import quality
+
+    calls: list[tuple[str, ...]] = []
+
+    def demos(*args: str, env: object = None, log: object = None) -> None:
+        calls.append(args)
+        (tmp_path / "lib" / "demos.json").write_text(json.dumps(
+            {"episodes": 5, "won": 5, "steps": 55, "seconds": 1.0, "episodes_per_s": 5.0}))
+
+    monkeypatch.setattr(quality, "_cli", demos)
+    suite = with_budget(resolve("scienceworld-identify-life-stages-1", None), False, ["shorten_library=1"])
+    quality.offline_library(Console(file=io.StringIO()), suite, suite.budget, 1, {}, tmp_path / "lib", None)
+    assert calls and "--shorten" in calls[0]
+    assert "library 5 gold paths, shortened" in suite.budget.describe()
+    plain = resolve("scienceworld-identify-life-stages-1", None)
+    quality.offline_library(Console(file=io.StringIO()), plain, plain.budget, 1, {}, tmp_path / "lib", None)
+    assert "--shorten" not in calls[1]
 
 
 def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -224,8 +224,8 @@ def offline_library(console: Console, suite: Suite, budget: Budget, workers: int
         demos = library_tally(library)
     else:
         _cli("demos", "--env", suite.env, "--fold", "train", "--episodes", str(budget.library_episodes),
-             "--workers", str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"), env=plain,
-             log=log)
+             "--workers", str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"),
+             *(["--shorten"] if budget.shorten_library else []), env=plain, log=log)
         demos = json.loads((work_dir / "demos.json").read_text())
     console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps) in "
                   f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")

@@ -39,6 +39,7 @@ class Budget:
     # train_eval_episodes dev games alone, and the better serves (0 = none: the end's θ). The cloning's best length
     # differs by task (docs/results.md, "300 cloning steps at three seeds"); the dev fold picks it, not the test.
     dev_check_steps: int = 0
+    shorten_library: int = 0  # 1: the gold paths without their detours (`evoskill demos --shorten`)
 
     def train_args(self, env: str, policy: str, seed: int, epochs: int = 0, train_steps: int = 0) -> list[str]:
         """`evoskill train` arguments of the online epochs, starting from θ `policy` ("" = a fresh θ); `epochs`
@@ -59,7 +60,8 @@ class Budget:
                   f"{self.train_simulations} simulations") if self.online_epochs else ""
         check = (f" (θ at {self.dev_check_steps} and at the end played on {self.train_eval_episodes} dev games, "
                  f"the better serving)") if 0 < self.dev_check_steps < self.gradient_steps else ""
-        return (f"library {self.library_episodes} gold paths, {self.gradient_steps} gradient steps{check}{online}; "
+        paths = "gold paths, shortened" if self.shorten_library else "gold paths"
+        return (f"library {self.library_episodes} {paths}, {self.gradient_steps} gradient steps{check}{online}; "
                 f"{self.test_episodes} test games ≤ {self.max_steps} steps, {self.simulations} simulations; "
                 f"wall time budget {self.wall_time_s / 60:.0f} min")
 
