@@ -153,22 +153,25 @@ def test_shortening_leaves_out_a_look_around_and_keeps_what_changes_or_tells() -
 
     from evoskill.core.shorten import shortened
     from evoskill.envs import make_env
-    from evoskill.library.generate import _trials
+    from evoskill.library.generate import GoldTrials
 
     spec = "sciworld:lifespan-longest-lived?easy=1"
     with closing(make_env(spec)) as env:
         env.reset(seed=0, fold="train")
         gold = env.gold_path() or []
         env.want_gold_path = False
-        outcome, listed, idle = _trials(env, 0, "train")
+        trials = GoldTrials(env, 0, "train")
         padded = [gold[0], "look around", *gold[1:]]
-        assert idle(padded, 1)  # its text is the room the observation carries
-        assert not idle(padded, 0) and not idle(padded, len(padded) - 1)  # opens a door; the focus that wins
-        assert shortened(padded, outcome, listed, idle) == gold
-    # the demonstrations' own path: nothing idle in it, played as it is
-    episode = next(generate(spec, "train", range(0, 1), seen=False, shorten=True))
+        assert trials.idle(padded, 1)  # its text is the room the observation carries
+        assert not trials.idle(padded, 0) and not trials.idle(padded, len(padded) - 1)  # opens a door; the focus
+        assert shortened(padded, trials.outcome, trials.listed, trials.idle) == gold
+        assert trials.env_steps >= len(padded)  # every trial step is counted
+    # the demonstrations' own path: nothing idle in it, played as it is; the trials' steps are counted
+    tally = Throughput()
+    episode = next(generate(spec, "train", range(0, 1), seen=False, shorten=True, throughput=tally))
     played = [step.action.text for step in episode.steps]
     assert episode.won and played == gold[: len(played)]  # a trailing "wait1" after the win is never played
+    assert tally.env_steps > len(played) * len(played)  # a replay of the path at least per step judged
 
 
 def test_listed_forms_are_word_prefixes_either_way() -> None:

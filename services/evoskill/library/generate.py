@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from multiprocessing.util import Finalize
 from typing import Any
 
+from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.agent import AgentKind
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.core.reward import Scorer
-from evoskill.core.shorten import Idle, Listed, Outcome, shortened
+from evoskill.core.shorten import shortened
 from evoskill.core.state_key import normalise, state_key
 from evoskill.envs import TextEnv
 from evoskill.events.v1 import events_pb2
@@ -65,12 +66,14 @@ class HostSandbox:
         gold = self.host.env.gold_path() or []
         if self.shorten and gold:
             env = self.host.env
-            env.want_gold_path = False  # the trials' resets need none
+            wanted, env.want_gold_path = env.want_gold_path, False  # the trials and the session have theirs now
             try:
-                gold = shortened(gold, *_trials(env, request.seed, request.fold))
+                trials = GoldTrials(env, request.seed, request.fold)
+                gold = shortened(gold, trials.outcome, trials.listed, trials.idle)
+                self.env_steps += trials.env_steps
+                obs = self.host.reset(request.seed, request.fold)
             finally:
-                env.want_gold_path = True
-            obs = self.host.reset(request.seed, request.fold)
+                env.want_gold_path = wanted
         return sandbox_pb2.SessionReply(session_id=request.episode_id, episode_id=request.episode_id, observation=obs,
                                         gold_path=gold)
 
@@ -94,43 +97,50 @@ class HostSandbox:
             self.host = None
 
 
-def _trials(env: TextEnv, seed: int, fold: str) -> tuple[Outcome, Listed, Idle]:
+@dataclass
+class GoldTrials:
     """`core.shorten`'s plays on `env`: from the game's start, each a reset and its actions, up to where the game
     ends; an action the environment refuses ends a trial unwon. A step is idle where the state after it is the
     state before (`state_key`) and its text is in what the agent read there (the room, the inventory, the last
-    text): a look around, not a thermometer's reading."""
+    text): a look around, not a thermometer's reading. `env_steps` counts every step the trials took."""
 
-    def play(actions: Sequence[str]) -> Any:
-        obs = env.reset(seed, fold)
+    env: TextEnv
+    seed: int
+    fold: str
+    env_steps: int = 0
+
+    def _play(self, actions: Sequence[str]) -> Observation | None:
+        obs: Observation | None = self.env.reset(self.seed, self.fold)
         for action in actions:
-            if obs.done:
+            if obs is None or obs.done:
                 break
-            try:
-                obs, _ = env.step(action)
-            except (InvalidInput, FailedPrecondition):
-                return None
+            obs = self._step(action)
         return obs
 
-    def outcome(actions: Sequence[str]) -> tuple[bool, float]:
-        obs = play(actions)
+    def _step(self, action: str) -> Observation | None:
+        self.env_steps += 1
+        try:
+            return self.env.step(action)[0]
+        except (InvalidInput, FailedPrecondition):
+            return None
+
+    def outcome(self, actions: Sequence[str]) -> tuple[bool, float]:
+        obs = self._play(actions)
         return (False, 0.0) if obs is None else (bool(obs.won), float(obs.score))
 
-    def listed(prefix: Sequence[str]) -> Sequence[str]:
-        obs = play(prefix)
+    def listed(self, prefix: Sequence[str]) -> Sequence[str]:
+        obs = self._play(prefix)
         return [] if obs is None or obs.done else list(obs.valid_actions)
 
-    def idle(path: Sequence[str], i: int) -> bool:
-        before = play(path[:i])
+    def idle(self, path: Sequence[str], i: int) -> bool:
+        before = self._play(path[:i])
         if before is None or before.done:
             return False
-        try:
-            after, _ = env.step(path[i])
-        except (InvalidInput, FailedPrecondition):
+        after = self._step(path[i])
+        if after is None:
             return False
         read = " ".join(normalise(t) for t in (before.look, before.inventory, before.text))
         return state_key(after) == state_key(before) and normalise(after.text) in read
-
-    return outcome, listed, idle
 
 
 class LocalReward:
