@@ -74,8 +74,13 @@ def refuse_problems(problems: list[str], command: Callable[..., object], aliases
     flags = {name: "--" + name.replace("_", "-") for name in inspect.signature(command).parameters}
     flags |= {field: flags[parameter] for field, parameter in (aliases or {}).items()}
 
+    # the leading field, and any other field with an underscore (a plain word may be prose: "epochs")
+    named = [re.escape(f) for f in flags if "_" in f]
+    other = re.compile(r"\b(" + "|".join(named) + r")\b") if named else None
+
     def flagged(problem: str) -> str:
         field, rest = re.match(r"(\w*)(.*)", problem, re.S).groups()  # type: ignore[union-attr]
+        rest = other.sub(lambda m: flags[m.group(1)], rest) if other else rest
         return flags.get(field, field) + rest
 
     fail("; ".join(map(flagged, problems)), 2)

@@ -43,6 +43,9 @@ def train(
     batch_size: Annotated[int, typer.Option(min=0, help="learner batch size (0 = learner.batch_size)")] = 0,
     parallelism: Annotated[int, typer.Option(min=1, help="episodes played at once")] = 2,
     seed: Annotated[int, typer.Option(min=0)] = 0,
+    fold_size: Annotated[int, typer.Option(min=1, help="train-fold seeds the epochs and --demos draw from: 0..N-1 "
+                                                       "(ScienceWorld's protocol trains on its first 5 variations)")]
+    = 1000,
     eval_fold: HeldOutFold = HeldOutFold.DEV,
     tune: Annotated[TuneMode | None, typer.Option(help="es: evolve c_puct, Dirichlet noise and rollout depth "
                                                        "(default: no tuning)", show_default=False)] = None,
@@ -85,7 +88,7 @@ def train(
         search_algorithm=search_algorithm.value if search_algorithm else "", max_steps=max_steps,
         explore_epsilon=explore_epsilon, novelty_weight=novelty, curiosity_weight=curiosity,
         memory_weight=every_game.get("memory_weight"), entropy_trigger=every_game.get("entropy_trigger"),
-        train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed,
+        train_steps=train_steps, batch_size=batch_size, parallelism=parallelism, seed=seed, fold_size=fold_size,
         eval_fold=eval_fold.value, tune=tune.value if tune else "", es_population=es_population, train=not no_train,
         evaluate_start=eval_start, demos=demos, imitation_steps=imitation_steps, online_fraction=online_fraction,
         eval_agent=eval_agent.value if eval_agent else "", start_policy=policy, keep_best=keep_best)

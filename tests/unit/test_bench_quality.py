@@ -86,6 +86,12 @@ def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
     assert with_budget(suite, False, ["train_search=puct"]).budget.train_search == "puct"
     online = with_budget(suite, False, ["online_epochs=2"]).budget.train_args("twx:coin", "v000001", 0)
     assert online[online.index("--search-algorithm") + 1] == "gumbel" and "--eval-start" in online
+    assert "--fold-size" not in online  # TextWorldExpress: any train seed
+    # ScienceWorld's protocol trains on its first 5 variations: the online epochs play those alone
+    sw = with_budget(SUITES["scienceworld-find-animal"], False, ["online_epochs=1"]).budget
+    args = sw.train_args("sciworld:find-animal?easy=1", "v000001", 0)
+    assert args[args.index("--fold-size") + 1] == "5" and int(args[args.index("--episodes-per-epoch") + 1]) <= 5
+    assert "5 games (train seeds 0-4)" in sw.describe()
     for bad in (["simulation=8"], ["simulations=x"], ["simulations=-1"], ["simulations"], ["train_search=mcts"]):
         with pytest.raises(ValueError, match="--budget"):
             with_budget(suite, False, bad)

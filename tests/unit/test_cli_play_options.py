@@ -257,3 +257,7 @@ def test_trains_switches_reach_the_workflows_input(tmp_path: Path, monkeypatch: 
     assert started[-1].memory_weight == 0.0 and started[-1].entropy_trigger is None  # type: ignore[attr-defined]
     result = CliRunner().invoke(app, ["train", *COIN, "--entropy-trigger", "1.5"])
     assert result.exit_code == 2 and "'--entropy-trigger'" in result.output
+    result = CliRunner().invoke(app, ["train", *COIN, "--detach", "--fold-size", "5", "--episodes-per-epoch", "5"])
+    assert result.exit_code == 0 and started[-1].fold_size == 5  # type: ignore[attr-defined]
+    result = CliRunner().invoke(app, ["train", *COIN, "--fold-size", "5", "--episodes-per-epoch", "8"])
+    assert result.exit_code == 2 and "--episodes-per-epoch (8) exceeds --fold-size (5)" in result.output

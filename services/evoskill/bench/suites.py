@@ -29,6 +29,7 @@ class Budget:
     batch_size: int = 0  # 0 = learner.batch_size
     online_epochs: int = 0  # TrainingWorkflow epochs of search after the library (0 = none)
     episodes_per_epoch: int = 8
+    train_fold_size: int = 0  # the online epochs play train-fold seeds 0..N-1 (0: `evoskill train`'s default)
     train_simulations: int = 8  # search of the online epochs
     # Gumbel's improved policy stays sharp at 8 simulations where PUCT's visit counts are near-uniform over
     # 40-76 candidates (docs/results.md, "θ's targets at small budgets"): distilling those flattened cloned θ.
@@ -48,7 +49,8 @@ class Budget:
                 "--episodes-per-epoch", str(self.episodes_per_epoch), "--eval-start", "--eval-agent", "policy",
                 "--eval-episodes", str(self.train_eval_episodes), "--search-algorithm", self.train_search,
                 "--simulations", str(self.train_simulations), "--max-steps", str(self.max_steps),
-                "--train-steps", str(train_steps or self.online_train_steps), "--batch-size", str(self.batch_size)]
+                "--train-steps", str(train_steps or self.online_train_steps), "--batch-size", str(self.batch_size),
+                *(["--fold-size", str(self.train_fold_size)] if self.train_fold_size else [])]
 
     @property
     def online_train_steps(self) -> int:
@@ -56,7 +58,8 @@ class Budget:
         return max(self.gradient_steps // 10, 1)
 
     def describe(self) -> str:
-        online = (f", then {self.online_epochs} online epochs × {self.episodes_per_epoch} games at "
+        seeds = f" (train seeds 0-{self.train_fold_size - 1})" if self.train_fold_size else ""
+        online = (f", then {self.online_epochs} online epochs × {self.episodes_per_epoch} games{seeds} at "
                   f"{self.train_simulations} simulations") if self.online_epochs else ""
         check = (f" (θ at {self.dev_check_steps} and at the end played on {self.train_eval_episodes} dev games, "
                  f"the better serving)") if 0 < self.dev_check_steps < self.gradient_steps else ""
@@ -92,9 +95,11 @@ _TWX = Budget(library_episodes=300, gradient_steps=1000, test_episodes=20, max_s
 _QUICK = Budget(library_episodes=40, gradient_steps=100, test_episodes=3, max_steps=30, simulations=4,
                 wall_time_s=300)
 _TW = replace(_TWX, library_episodes=200)  # tw-make builds each game once (seconds a game), then caches it
-# EMPO²'s ScienceWorld protocol: the first 5 train variations, the first 20 test variations, step cap 30.
-_SW = Budget(library_episodes=5, gradient_steps=1000, test_episodes=20, max_steps=30, simulations=8, wall_time_s=720)
-_SW_QUICK = replace(_QUICK, library_episodes=2, test_episodes=2)
+# EMPO²'s ScienceWorld protocol: the first 5 train variations (the library's, and the only ones online epochs
+# play), the first 20 test variations, step cap 30.
+_SW = Budget(library_episodes=5, gradient_steps=1000, test_episodes=20, max_steps=30, simulations=8, wall_time_s=720,
+             episodes_per_epoch=5, train_fold_size=5)
+_SW_QUICK = replace(_QUICK, library_episodes=2, test_episodes=2, episodes_per_epoch=2, train_fold_size=5)
 _SW_STEP_CAPS = {"boil": 100, "measure-melting-point-known-substance": 120, "grow-plant": 60, "chemistry-mix": 60}
 SCIENCEWORLD_TASKS = ("boil", "measure-melting-point-known-substance",
                       "power-component-renewable-vs-nonrenewable-energy", "find-animal", "grow-plant", "chemistry-mix",
