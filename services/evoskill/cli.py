@@ -328,9 +328,7 @@ def solve(
     from evoskill.clients.episodes import services
     from evoskill.planner.client import episode_request, play
 
-    env = located_env(env)
-    _policy_agent(policy, agent)
-    configured = with_llm(Settings(), llm, llm_model)
+    env, configured = _play_setup(env, agent, policy, llm, llm_model)
 
     async def main() -> None:
         async with services(configured, console.print) as settings:
@@ -385,9 +383,7 @@ def eval_cmd(
     from evoskill.planner.client import EpisodeOutcome, episode_request, play
     from evoskill.platform.provenance import write_report
 
-    env = located_env(env)
-    _policy_agent(policy, agent)
-    configured = with_llm(Settings(), llm, llm_model)
+    env, configured = _play_setup(env, agent, policy, llm, llm_model)
     refused: list[str] = []  # a bad-request answer: the whole evaluation is void
     written: list[Path] = []
 
@@ -474,10 +470,14 @@ def envs_cmd() -> None:
 BAD_REQUEST_CODES = ("INVALID_ARGUMENT",)
 
 
-def _policy_agent(policy: str, agent: AgentKind) -> None:
-    """`--policy` with an agent that plays no policy would be ignored: one line and exit 2 instead."""
+def _play_setup(env: str, agent: AgentKind, policy: str, llm: str, llm_model: str) -> tuple[str, Settings]:
+    """`solve`'s and `eval`'s `--env` as the services read it and the settings they start with (`--llm`), once
+    their options are checked, before anything starts. `--policy` with an agent that plays no policy would be
+    ignored: one line and exit 2 instead."""
+    env = located_env(env)
     if policy and not agent.uses_policy:
         fail(f"--policy {policy}: --agent {agent} plays no policy (policy and policy+mcts do)", 2)
+    return env, with_llm(Settings(), llm, llm_model)
 
 
 async def _check_policy(settings: Settings, policy: str) -> None:

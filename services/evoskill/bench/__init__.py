@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -32,6 +34,17 @@ def _bench() -> None:
     """Benchmarks."""
 
 
+@contextlib.contextmanager
+def _one_line_errors(*kinds: type[Exception], code: int = 2) -> Iterator[None]:
+    """An error of `kinds` raised inside ends the command in one line, "error: …", and exit `code`, not a
+    traceback."""
+    try:
+        yield
+    except kinds as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code) from None
+
+
 @bench_app.command("planner")
 def planner(
     json_path: Path | None = typer.Option(None, "--json", help="Write simulations/s per implementation here."),
@@ -58,11 +71,8 @@ def replay(
     """Restoring a state by replay with its observations skipped (the product path) vs read, side by side."""
     from evoskill.bench.replay import run_replay_bench  # starts a JVM; imported only when run
 
-    try:
+    with _one_line_errors(ValueError):
         run_replay_bench(json_path, env, list(steps), repeats, seed)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 @bench_app.command("reader")
@@ -77,11 +87,8 @@ def reader(
     """θ's inference per state: the published policy file vs the same weights exported by this code."""
     from evoskill.bench.reader import run_reader_bench  # torch and onnxruntime load only when run
 
-    try:
+    with _one_line_errors(ValueError):
         run_reader_bench(json_path, weights, policy, library, states, repeats)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 @bench_app.command("pipeline")
@@ -105,7 +112,7 @@ def pipeline(
     the counts of every store reconciled."""
     from evoskill.stack.supervisor import StackError
 
-    try:
+    with _one_line_errors(StackError, code=1):  # a server that did not start in time
         if load:
             from evoskill.bench.load import run_load_bench  # starts processes; imported only when run
 
@@ -115,9 +122,6 @@ def pipeline(
         from evoskill.bench.pipeline import run_pipeline_bench  # starts processes; imported only when run
 
         run_pipeline_bench(json_path, episodes, env, simulations, max_steps, rollout_depth, seed)
-    except StackError as exc:  # a server that did not start in time: one line, not a traceback
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 @bench_app.command("outer-loop")
@@ -187,7 +191,7 @@ def quality(
     from evoskill.bench.quality import Choice, agent_rows, run_quality_bench, setting_overrides  # when run
     from evoskill.bench.suites import resolve, with_budget
 
-    try:
+    with _one_line_errors(ValueError):
         choice = Choice.parse(choose) if choose else None
         if choice and ablate:
             raise ValueError("--choose and --ablate: the ablation's rows are fixed settings; choose first, then "
@@ -205,21 +209,15 @@ def quality(
             raise ValueError(f"--library {library}: no such file")
         if rows_from and not ablate:
             raise ValueError("--rows-from: row records are the ablation's (--ablate)")
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     # absolute, not resolved: a folder reached through a link stays under the working folder in the reports
     folder, reused = work_dir.absolute() / chosen.name.replace(":", "-"), library.absolute() if library else None
     if ablate:
         from evoskill.bench.ablation import run_ablation_bench
         from evoskill.core.errors import InvalidInput
 
-        try:
+        with _one_line_errors(InvalidInput):
             run_ablation_bench(chosen, quick, seeds, workers, overrides, folder.with_name(folder.name + "-ablate"),
                                json_path, reused, first_seed, [p.resolve() for p in rows_from])
-        except InvalidInput as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
         return
     run_quality_bench(chosen, quick, seeds, workers, overrides, folder, json_path, reused, rows, first_seed, choice)
 
@@ -240,13 +238,10 @@ def combine_cmd(
     from evoskill.platform.config import Settings
     from evoskill.platform.provenance import write_report
 
-    try:
+    with _one_line_errors(ValueError):
         if family is not None and family not in FAMILIES:
             raise ValueError(f"--family {family!r}: expected one of {', '.join(FAMILIES)}")
         result = combine(load(files), family)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     agents = list(result["mean"])
     table = Table("suite", "seeds", *agents, title="score mean ± sd over runs (the suite's own scale)")
     for row in result["suites"]:
@@ -285,13 +280,10 @@ def memory(
     Qdrant Edge, at each size."""
     from evoskill.bench.memory import print_table, run_memory_bench  # qdrant and numpy only when run
 
-    try:
+    with _one_line_errors(ValueError):
         if Engine.LOCAL not in chosen:
             raise ValueError("--engines must include local (Qdrant Edge is measured beside it)")
         summary = run_memory_bench(json_path, sizes, queries, work_dir, list(chosen), local_on_disk=local_on_disk)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     print_table(summary)
 
 
@@ -321,12 +313,9 @@ def memory_search(
     from evoskill.bench.outer_loop import EvalArgs
     from evoskill.bench.quality import setting_overrides
 
-    try:
+    with _one_line_errors(ValueError):
         overrides = setting_overrides(set_)
         check_library(agent, library)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     run_memory_search_bench(EvalArgs(env, episodes, max_steps, 1), agent, simulations,
                             list(range(first_seed, first_seed + seeds)),
                             work_dir.resolve(), json_path, overrides, rounds,

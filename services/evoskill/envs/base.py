@@ -6,13 +6,14 @@ import abc
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.errors import FailedPrecondition, InvalidInput
 from evoskill.envs.spec import FOLDS, EnvSpec, EnvSpecError
 
 __all__ = [
+    "AdapterOptions",
     "BaseTextEnv",
     "EnvStateError",
     "InvalidActionError",
@@ -260,6 +261,15 @@ def _parsed(spec: object, what: str) -> EnvSpec:
         raise TypeError(f"{what} takes an EnvSpec, not {type(spec).__name__} {spec!r}: pass "
                         f"evoskill.envs.parse_spec({spec!r})")
     return spec
+
+
+class AdapterOptions(TypedDict, total=False):
+    """The options every adapter takes (see `BaseTextEnv`). An adapter's constructor passes them on as
+    ``**options: Unpack[AdapterOptions]``, so their defaults are declared once, by BaseTextEnv."""
+
+    strict: bool
+    max_steps: int | None
+    gold_path: bool
 
 
 class BaseTextEnv(abc.ABC):

@@ -27,10 +27,10 @@ be deterministic given its seed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from evoskill.common.v1.common_pb2 import Observation
-from evoskill.envs.base import BaseTextEnv, clamp01, heuristic_template
+from evoskill.envs.base import AdapterOptions, BaseTextEnv, clamp01, heuristic_template
 from evoskill.envs.spec import EnvSpec, fold_seed
 
 _VALID_KEYS = ("valid_actions", "admissible_commands")
@@ -48,16 +48,8 @@ class GymTextEnv(BaseTextEnv):
     ``load(spec)`` makes a new env with the factory; the old one is closed.
     """
 
-    def __init__(
-        self,
-        spec: EnvSpec,
-        factory: Callable[[EnvSpec], Any],
-        *,
-        strict: bool = True,
-        max_steps: int | None = None,
-        gold_path: bool = True,
-    ) -> None:
-        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+    def __init__(self, spec: EnvSpec, factory: Callable[[EnvSpec], Any], **options: Unpack[AdapterOptions]) -> None:
+        super().__init__(spec, **options)
         self._factory = factory
         self._env: Any = factory(self._spec)
         self._return = 0.0  # rewards since reset: the score when info carries none

@@ -6,10 +6,10 @@ import importlib.util
 import os
 import re
 import threading
-from typing import Any
+from typing import Any, Unpack
 
 from evoskill.common.v1.common_pb2 import Observation
-from evoskill.envs.base import BaseTextEnv, TemplateMatcher, clamp01
+from evoskill.envs.base import AdapterOptions, BaseTextEnv, TemplateMatcher, clamp01
 from evoskill.envs.jvm import shutdown_jvm
 from evoskill.envs.spec import EnvSpec, EnvSpecError
 
@@ -115,15 +115,8 @@ class ScienceWorldAdapter(BaseTextEnv):
     native_copy = False
     quiet_replays = True  # replays skip the observations they do not read (False: as a live step; `bench replay`)
 
-    def __init__(
-        self,
-        spec: EnvSpec,
-        *,
-        strict: bool = True,
-        max_steps: int | None = None,
-        gold_path: bool = True,
-    ) -> None:
-        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+    def __init__(self, spec: EnvSpec, **options: Unpack[AdapterOptions]) -> None:
+        super().__init__(spec, **options)
         self._env: Any = _start_jvm()
         self._fixed_draws = _FixedDraws(self._env)
         # Gold paths come from a JVM of their own, started on the first one asked for: generating one leaves its

@@ -26,11 +26,11 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.errors import InvalidInput
-from evoskill.envs.base import BaseTextEnv, TemplateMatcher, clamp01
+from evoskill.envs.base import AdapterOptions, BaseTextEnv, TemplateMatcher, clamp01
 from evoskill.envs.spec import (
     FOLD_SEED_SPAN,
     FOLDS,
@@ -299,12 +299,10 @@ class TextWorldAdapter(BaseTextEnv):
         spec: EnvSpec,
         *,
         cache_dir: str | os.PathLike[str] | None = None,
-        strict: bool = True,
-        max_steps: int | None = None,
-        gold_path: bool = True,
         generate_timeout: float = 600.0,
+        **options: Unpack[AdapterOptions],
     ) -> None:
-        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+        super().__init__(spec, **options)
         import textworld
 
         self._textworld = textworld

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from evoskill.common.v1.common_pb2 import Observation
-from evoskill.envs.base import BaseTextEnv, clamp01
+from evoskill.envs.base import AdapterOptions, BaseTextEnv, clamp01
 from evoskill.envs.jvm import shutdown_jvm
 from evoskill.envs.spec import EnvSpec, EnvSpecError
 
@@ -25,15 +25,8 @@ class TextWorldExpressAdapter(BaseTextEnv):
     scheme = "twx"
     native_copy = False
 
-    def __init__(
-        self,
-        spec: EnvSpec,
-        *,
-        strict: bool = True,
-        max_steps: int | None = None,
-        gold_path: bool = True,
-    ) -> None:
-        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+    def __init__(self, spec: EnvSpec, **options: Unpack[AdapterOptions]) -> None:
+        super().__init__(spec, **options)
         from textworld_express import TextWorldExpressEnv
 
         self._env: Any = TextWorldExpressEnv(envStepLimit=_NO_LIMIT)

@@ -23,16 +23,18 @@ with an in-memory reader. Names and attributes (the collector turns dots into un
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Meter, MeterProvider, Observation
 
+from evoskill.platform.interceptors import WrappingInterceptor, streamed, wrapped_handler
 from evoskill.platform.telemetry import meter as global_meter
 
 RPC_REQUESTS = "evoskill.rpc.server.requests"
@@ -153,35 +155,15 @@ def record_compaction(outcome: str, experiences: int = 0, episodes: dict[str, in
     found.summaries.add(summaries)
 
 
-class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
+class RpcMetricsInterceptor(WrappingInterceptor):
     """Counts every call by method and final status, and times it (streams: until the last message)."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")  # type: ignore[attr-defined]
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _unary(handler.unary_unary, service, method),
-                request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                _unary(handler.stream_unary, service, method),
-                request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _streaming(handler.unary_stream, service, method),
-                request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-        if not handler.stream_stream:
-            return handler
-        return grpc.stream_stream_rpc_method_handler(
-            _streaming(handler.stream_stream, service, method),
-            request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+    def wrap(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
+        service, _, name = method.lstrip("/").rpartition("/")
+        unary = functools.partial(_unary, service=service, method=name)
+        streaming = functools.partial(_streaming, service=service, method=name)
+        return wrapped_handler(handler, {"unary_unary": unary, "stream_unary": unary, "unary_stream": streaming,
+                                         "stream_stream": streaming}, handler.request_deserializer)
 
 
 _STATUS_BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
@@ -191,6 +173,19 @@ _STATUS_BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
 def _attributes(service: str, method: str, status: str = "") -> dict[str, str]:
     attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
     return {**attributes, "rpc.grpc.status_code": status} if status else attributes
+
+
+@contextlib.contextmanager
+def _recorded(service: str, method: str, context: grpc.aio.ServicerContext) -> Iterator[None]:
+    """Counts and times the call served inside, by the status it ends with (an error it raises included)."""
+    started, error = time.perf_counter(), None
+    try:
+        yield
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        _record_call(service, method, context, error, started)
 
 
 def _record_call(service: str, method: str, context: grpc.aio.ServicerContext, error: BaseException | None,
@@ -208,37 +203,18 @@ def _record_call(service: str, method: str, context: grpc.aio.ServicerContext, e
 
 def _unary(behavior: Callable[..., Any], service: str, method: str) -> Callable[..., Awaitable[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        started, error = time.perf_counter(), None
-        try:
+        with _recorded(service, method, context):
             result = behavior(request, context)
             return await result if inspect.isawaitable(result) else result
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            _record_call(service, method, context, error, started)
 
     return call
 
 
 def _streaming(behavior: Callable[..., Any], service: str, method: str) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        started, error = time.perf_counter(), None
-        try:
-            result = behavior(request, context)
-            if hasattr(result, "__aiter__"):
-                async for item in result:
-                    yield item
-            elif inspect.isawaitable(result):
-                await result  # writes through context.write
-            else:
-                for item in result:
-                    yield item
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            _record_call(service, method, context, error, started)
+        with _recorded(service, method, context):
+            async for item in streamed(behavior(request, context)):
+                yield item
 
     return call
 

@@ -33,6 +33,7 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_serv
 from evoskill.core import errors
 from evoskill.core.limits import bounded, check_message
 from evoskill.platform.config import GrpcSettings
+from evoskill.platform.interceptors import WrappingInterceptor, streamed, wrapped_handler
 from evoskill.platform.metrics import RpcMetricsInterceptor
 from evoskill.platform.tls import channel_credentials, server_credentials
 
@@ -180,39 +181,24 @@ def _checked_stream_out(behavior: Callable[..., Any]) -> Callable[..., AsyncIter
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         if (reason := refusal(request)) is not None:
             await _refuse(context, reason)
-        result = behavior(request, context)
-        if hasattr(result, "__aiter__"):
-            async for item in result:
-                yield item
-        elif inspect.isawaitable(result):
-            await result  # writes through context.write
+        async for item in streamed(behavior(request, context)):
+            yield item
 
     return call
 
 
-class RequestLimits(grpc.aio.ServerInterceptor):
+# The check of each kind of call; none for stream_stream (no service here has one), served as it is.
+_CHECKED = {"unary_unary": _checked_unary, "stream_unary": _checked_stream_in, "unary_stream": _checked_stream_out}
+
+
+class RequestLimits(WrappingInterceptor):
     """Decodes every request without ever failing and refuses, with INVALID_ARGUMENT naming the problem, one
     that does not decode or breaks `evoskill.core.limits` (gRPC itself would answer UNKNOWN or let it in)."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
+    def wrap(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
+        if handler.request_deserializer is None:
             return handler
-        decode, encode = _decoder(handler.request_deserializer), handler.response_serializer
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(_checked_unary(handler.unary_unary),
-                                                       request_deserializer=decode, response_serializer=encode)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(_checked_stream_in(handler.stream_unary),
-                                                        request_deserializer=decode, response_serializer=encode)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(_checked_stream_out(handler.unary_stream),
-                                                        request_deserializer=decode, response_serializer=encode)
-        return handler  # no bidirectional streams here
+        return wrapped_handler(handler, _CHECKED, _decoder(handler.request_deserializer))
 
 
 @dataclass

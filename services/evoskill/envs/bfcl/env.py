@@ -19,11 +19,11 @@ import copy
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from evoskill.common.v1.common_pb2 import Failure, FailureKind, Observation
 from evoskill.core.limits import MAX_ACTION
-from evoskill.envs.base import BaseTextEnv, heuristic_template
+from evoskill.envs.base import AdapterOptions, BaseTextEnv, heuristic_template
 from evoskill.envs.bfcl import backend
 from evoskill.envs.bfcl.data import Entry, entry, function_docs, pool, short_description
 from evoskill.envs.spec import EnvSpec
@@ -128,9 +128,8 @@ class BfclEnv(BaseTextEnv):
 
     scheme = "bfcl"
 
-    def __init__(self, spec: EnvSpec, *, strict: bool = True, max_steps: int | None = None,
-                 gold_path: bool = True) -> None:
-        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+    def __init__(self, spec: EnvSpec, **options: Unpack[AdapterOptions]) -> None:
+        super().__init__(spec, **options)
         self._entry: Entry | None = None
         self._state: State | None = None
         self._failure: Failure | None = None

@@ -15,12 +15,12 @@ import copy
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from evoskill.common.v1.common_pb2 import Failure, FailureKind, Observation
 from evoskill.core.errors import InvalidInput
 from evoskill.core.limits import MAX_ACTION
-from evoskill.envs.base import BaseTextEnv, heuristic_template
+from evoskill.envs.base import AdapterOptions, BaseTextEnv, heuristic_template
 from evoskill.envs.spec import EnvSpec
 from evoskill.envs.tools.calls import (
     ASK,
@@ -78,9 +78,8 @@ class ToolEnv(BaseTextEnv):
 
     scheme = "tools"
 
-    def __init__(self, spec: EnvSpec, *, strict: bool = True, max_steps: int | None = None,
-                 gold_path: bool = True) -> None:
-        super().__init__(spec, strict=strict, max_steps=max_steps, gold_path=gold_path)
+    def __init__(self, spec: EnvSpec, **options: Unpack[AdapterOptions]) -> None:
+        super().__init__(spec, **options)
         self._limits = ToolLimits()
         self._cap_s = float("inf")  # the sandbox's share of its step timeout (apply_limits)
         self._box: ToolBox | None = None
