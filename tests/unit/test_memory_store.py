@@ -16,7 +16,7 @@ from qdrant_client import QdrantClient, models
 from evoskill.core.memory import PROFILES, Retrieval, Weights
 from evoskill.core.memory.tiers import Limits
 from evoskill.memory.query import COLD_INDEXED_FIELDS, INDEXED_FIELDS
-from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant
+from evoskill.memory.store import ExperienceStore, make_featurizer, open_qdrant, vector_name
 from evoskill.memory.v1 import memory_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import MemorySettings, Settings
@@ -218,6 +218,34 @@ def test_an_empty_collection_from_the_release_before_memory_is_replaced(tmp_path
     store.store([memory_pb2.Experience(goal="find the coin", state="kitchen", action="move east")])
     assert store.count() == 1
     store.close()
+
+
+def test_a_cosine_collection_of_an_earlier_release_scores_as_the_dot_product_one(tmp_path: Path) -> None:
+    """New collections score by dot product on unit vectors (local mode re-normalises every stored vector at each
+    cosine query); one made with cosine by an earlier release gives the same similarities and order."""
+    stores = []
+    for name, distance in (("dot", None), ("cosine", models.Distance.COSINE)):
+        if distance is not None:
+            settings = Settings(state_dir=tmp_path / name, memory=MemorySettings(featurizer="hash"))  # type: ignore[arg-type]
+            client = open_qdrant(settings)
+            vector = vector_name(make_featurizer(settings))
+            params = models.VectorParams(size=384, distance=distance)
+            client.create_collection(settings.qdrant.collection, vectors_config={vector: params})
+            client.close()
+        store = open_store(tmp_path / name, featurizer="hash")
+        store.store([Experience(goal=GOAL, state=state, action=action, episode_id=action, env_spec="twx:coin")
+                     for state, action in ((KITCHEN, "move east"), ("a hallway with a coin", "move north"),
+                                           ("the kitchen, a fridge, a knife", "open fridge"))])
+        stores.append(store)
+    dot, cosine = ([(r.experience.action, r.similarity) for r in s.retrieve(
+        Retrieval(goal=GOAL, state="in the kitchen: a fridge", limit=3, recall=10))] for s in stores)
+    assert [a for a, _ in dot] == [a for a, _ in cosine] and len(dot) == 3
+    assert [x for _, x in dot] == pytest.approx([x for _, x in cosine], abs=1e-6)
+    assert dot[0][1] < 1.0  # similarities, not raw dot products of unnormalised hashes
+    made = stores[0].client.get_collection(stores[0].collection).config.params.vectors
+    assert made[stores[0].vector].distance == models.Distance.DOT  # type: ignore[index]
+    for s in stores:
+        s.close()
 
 
 def test_text_without_words_is_still_stored_and_found(tmp_path: Path) -> None:

@@ -139,7 +139,10 @@ class ExperienceStore:
             # Made by a release whose memory service only opened the collection: nothing to keep.
             self.client.delete_collection(name)
         if not self.client.collection_exists(name):
-            params = models.VectorParams(size=self.featurizer.dim, distance=models.Distance.COSINE)
+            # Dot product on the unit vectors `_embed` gives is their cosine; local mode's cosine re-normalises
+            # every stored vector at every query (40% of a retrieval's CPU at 10k experiences, docs/results.md).
+            # A collection made as COSINE by an earlier release ranks the same unit vectors the same.
+            params = models.VectorParams(size=self.featurizer.dim, distance=models.Distance.DOT)
             self.client.create_collection(name, vectors_config={self.vector: params})
             self._ensure_indexes(name, indexed_fields)
             return
@@ -173,9 +176,9 @@ class ExperienceStore:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.featurizer.encode(texts)
-        # A text without words hashes to zeros, which cosine cannot normalise: give it a fixed direction.
+        # A text without words hashes to zeros, which cannot be normalised: give it a fixed direction.
         vectors[np.linalg.norm(vectors, axis=1) == 0, 0] = 1.0
-        return vectors
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)  # unit: DOT scores are cosines
 
     def _points(self, experiences: Sequence[memory_pb2.Experience]) -> list[models.PointStruct]:
         vectors = self._embed([query_text(e.goal, e.state) for e in experiences])
