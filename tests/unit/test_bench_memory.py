@@ -26,7 +26,7 @@ def test_bench_memory_at_200_experiences_is_exact_and_writes_its_fields(tmp_path
     for row in summary["rows"]:
         assert row["recall_at_10"] == 1.0  # local mode is brute force; Edge is plain (exact) below its threshold
         assert row["writes_per_s"] > 0 and 0 < row["retrieve_p50_ms"] <= row["retrieve_p99_ms"]
-    assert {"code_path", "featurizer", "queries", "edge", "machine", "ratios"} <= summary.keys()
+    assert {"code_path", "featurizer", "queries", "edge", "machine", "ratios", "run"} <= summary.keys()
     assert summary["edge"] == "measured" or "not installed" in summary["edge"]
     assert list(tmp_path.glob("bench-memory-*")) == []  # the temporary stores are removed
 

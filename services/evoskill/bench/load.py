@@ -17,7 +17,6 @@ were published, so they are experiences too); no dead letter.
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import tempfile
 import time
@@ -33,6 +32,7 @@ from rich.table import Table
 
 from evoskill.planner.client import episode_request, play
 from evoskill.platform.config import ServiceEndpoint, Settings
+from evoskill.platform.provenance import write_report
 from evoskill.stack.counts import drained, read_stream, replay_ids, stop_for_good, stored_experiences
 from evoskill.stack.supervisor import Stack, free_ports
 
@@ -202,6 +202,6 @@ def run_load_bench(json_path: Path | None, episodes: int, concurrency: int, env:
     for check, ok in result["checks"].items():
         console.print(f"  {'[green]ok[/]' if ok else '[red]FAILED[/]'}  {check}")
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2) + "\n")
+        write_report(json_path, result, Settings())  # with its `run`: revision, versions, settings
         console.print(f"wrote {json_path}")
     return bool(result["reconciled"])

@@ -15,7 +15,6 @@ experience as similar as the true 10th counts as a hit (ties have no order).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import tempfile
@@ -30,6 +29,7 @@ import numpy as np
 from evoskill.core.memory import PROFILES, Retrieval, Weights, cosines, from_payload, mmr, query_text
 from evoskill.memory.query import prefetch, rescore
 from evoskill.memory.v1 import memory_pb2
+from evoskill.platform.provenance import write_report
 
 ROOMS = ("kitchen", "pantry", "garden", "cellar", "attic", "hallway", "bedroom", "study", "barn", "shed",
          "porch", "library", "bathroom", "workshop", "greenhouse", "stable", "lobby", "vault", "gallery", "yard")
@@ -285,8 +285,9 @@ def run_memory_bench(json_path: Path | None, sizes: Sequence[int], queries: int,
         "rows": [r.to_json() for r in rows], "ratios": ratios(rows),
     }
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(summary, indent=2) + "\n")
+        from evoskill.platform.config import Settings
+
+        write_report(json_path, summary, Settings())  # with its `run`: revision, versions, settings
     return summary
 
 
