@@ -140,7 +140,7 @@ class ExperienceStore:
             self.client.delete_collection(name)
         if not self.client.collection_exists(name):
             # Dot product on the unit vectors `_embed` gives is their cosine; local mode's cosine re-normalises
-            # every stored vector at every query (40% of a retrieval's CPU at 10k experiences, docs/results.md).
+            # every stored vector at every query (docs/results.md, "Dot product on unit vectors").
             # A collection made as COSINE by an earlier release ranks the same unit vectors the same.
             params = models.VectorParams(size=self.featurizer.dim, distance=models.Distance.DOT)
             self.client.create_collection(name, vectors_config={self.vector: params})
