@@ -176,9 +176,11 @@ class ExperienceStore:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.featurizer.encode(texts)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         # A text without words hashes to zeros, which cannot be normalised: give it a fixed direction.
-        vectors[np.linalg.norm(vectors, axis=1) == 0, 0] = 1.0
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)  # unit: DOT scores are cosines
+        empty = norms[:, 0] == 0
+        vectors[empty, 0], norms[empty] = 1.0, 1.0
+        return vectors / norms  # unit: DOT scores are cosines
 
     def _points(self, experiences: Sequence[memory_pb2.Experience]) -> list[models.PointStruct]:
         vectors = self._embed([query_text(e.goal, e.state) for e in experiences])
