@@ -33,6 +33,17 @@ def test_the_issue_suites_are_there_with_their_protocols() -> None:
             parse_spec(suite.env)
     assert resolve("coin", "twx:simonsays").env == "twx:simonsays"  # the suite's protocol on another env
     assert resolve(None, "twx:arithmetic").budget == SUITES["coin"].budget
+    # --env alone takes its family's protocol: a ScienceWorld task outside the suite gets EMPO²'s (its fold of
+    # five train games, 20 test games, its step cap and search settings), a TextWorld game the TextWorld suites'
+    other = resolve(None, "scienceworld:find-living-thing?easy=1")
+    assert (other.env, other.budget.train_fold_size, other.budget.test_episodes, other.budget.max_steps) == (
+        "sciworld:find-living-thing?easy=1", 5, 20, 30)
+    assert other.settings == find.settings and other.note == find.note
+    assert resolve(None, "sciworld:chemistry-mix-paint-secondary-color").budget.max_steps == 30
+    assert resolve(None, "sciworld:grow-plant").budget == SUITES["scienceworld-grow-plant"].budget
+    assert resolve(None, "tw:tw-coin_collector?level=5").budget == SUITES["tw-simple"].budget
+    with pytest.raises(ValueError, match="no scheme"):
+        resolve(None, "find-living-thing")
     with pytest.raises(ValueError, match="unknown suite 'cooking'; suites: cooking-easy"):
         resolve("cooking", None)
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from evoskill.core.agent import AgentKind
+from evoskill.envs.registry import parse_spec
 from evoskill.envs.schemes import SCIWORLD
 from evoskill.orchestrator.training.logic import SEARCH_ALGORITHMS
 
@@ -111,6 +112,14 @@ _SW_SETTINGS = tuple(f"search.{name}={value}" for name, value in SCIWORLD.search
 _SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors (mean over the 10 tasks): "
             "EMPO² 75.9, GRPO 33.2, Reflexion 17.1, DRRN 17")
 
+
+
+def _scienceworld(name: str, env: str) -> Suite:
+    """EMPO²'s protocol for one ScienceWorld task (its step cap by the task's name)."""
+    task = env.partition(":")[2].partition("?")[0]
+    return Suite(name, env, replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE, _SW_SETTINGS)
+
+
 SUITES: dict[str, Suite] = {s.name: s for s in [
     Suite("cooking-easy", COOKING_EASY, _TWX, _QUICK),
     Suite("cooking-hard", "twx:cookingworld", replace(_TWX, max_steps=80), _QUICK),
@@ -119,19 +128,22 @@ SUITES: dict[str, Suite] = {s.name: s for s in [
     Suite("peckingorder", "twx:peckingorder", _TWX, _QUICK),
     Suite("tw-treasure-hunter", "tw:tw-treasure_hunter?level=10", _TW, _QUICK),
     Suite("tw-simple", "tw:tw-simple?rewards=balanced,goal=detailed", _TW, _QUICK),
-    *(Suite(f"scienceworld-{task}", f"sciworld:{task}?easy=1",
-            replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE, _SW_SETTINGS)
-      for task in SCIENCEWORLD_TASKS),
+    *(_scienceworld(f"scienceworld-{task}", f"sciworld:{task}?easy=1") for task in SCIENCEWORLD_TASKS),
 ]}
 
 
 def resolve(name: str | None, env: str | None) -> Suite:
-    """The suite `name`, on `env` where given (the same protocol and budget); `env` alone takes the
-    TextWorldExpress budget."""
+    """The suite `name`, on `env` where given (the same protocol and budget); `env` alone takes its family's
+    protocol: a ScienceWorld task EMPO²'s (with its search settings), a TextWorld game the TextWorld suites',
+    anything else the TextWorldExpress suites'."""
     if name is None:
         if not env:
             raise ValueError("give --suite NAME or --env SPEC")
-        return Suite(f"custom:{env}", env, _TWX, _QUICK)
+        scheme = parse_spec(env, validate=False)
+        canonical = scheme.canonical()
+        if scheme.scheme == "sciworld":
+            return _scienceworld(f"custom:{env}", canonical)
+        return Suite(f"custom:{env}", canonical, _TW if scheme.scheme == "tw" else _TWX, _QUICK)
     suite = SUITES.get(name)
     if suite is None:
         raise ValueError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
