@@ -37,10 +37,10 @@ def test_the_issue_suites_are_there_with_their_protocols() -> None:
     # five train games, 20 test games, its step cap and search settings), a TextWorld game the TextWorld suites'
     other = resolve(None, "scienceworld:find-living-thing?easy=1")
     assert (other.env, other.budget.train_fold_size, other.budget.test_episodes, other.budget.max_steps) == (
-        "sciworld:find-living-thing?easy=1", 5, 20, 30)
+        "scienceworld:find-living-thing?easy=1", 5, 20, 30)
     assert other.settings == find.settings and other.note == find.note
     assert resolve(None, "sciworld:chemistry-mix-paint-secondary-color").budget.max_steps == 30
-    assert resolve(None, "sciworld:grow-plant").budget == SUITES["scienceworld-grow-plant"].budget
+    assert resolve(None, "sw:grow-plant").budget == SUITES["scienceworld-grow-plant"].budget
     assert resolve(None, "tw:tw-coin_collector?level=5").budget == SUITES["tw-simple"].budget
     with pytest.raises(ValueError, match="no scheme"):
         resolve(None, "find-living-thing")

@@ -114,9 +114,8 @@ _SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors
 
 
 
-def _scienceworld(name: str, env: str) -> Suite:
+def _scienceworld(name: str, env: str, task: str) -> Suite:
     """EMPO²'s protocol for one ScienceWorld task (its step cap by the task's name)."""
-    task = env.partition(":")[2].partition("?")[0]
     return Suite(name, env, replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE, _SW_SETTINGS)
 
 
@@ -128,7 +127,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in [
     Suite("peckingorder", "twx:peckingorder", _TWX, _QUICK),
     Suite("tw-treasure-hunter", "tw:tw-treasure_hunter?level=10", _TW, _QUICK),
     Suite("tw-simple", "tw:tw-simple?rewards=balanced,goal=detailed", _TW, _QUICK),
-    *(_scienceworld(f"scienceworld-{task}", f"sciworld:{task}?easy=1") for task in SCIENCEWORLD_TASKS),
+    *(_scienceworld(f"scienceworld-{task}", f"sciworld:{task}?easy=1", task) for task in SCIENCEWORLD_TASKS),
 ]}
 
 
@@ -139,11 +138,10 @@ def resolve(name: str | None, env: str | None) -> Suite:
     if name is None:
         if not env:
             raise ValueError("give --suite NAME or --env SPEC")
-        scheme = parse_spec(env, validate=False)
-        canonical = scheme.canonical()
-        if scheme.scheme == "sciworld":
-            return _scienceworld(f"custom:{env}", canonical)
-        return Suite(f"custom:{env}", canonical, _TW if scheme.scheme == "tw" else _TWX, _QUICK)
+        spec = parse_spec(env, validate=False)
+        if spec.scheme == "sciworld":
+            return _scienceworld(f"custom:{env}", env, spec.name)
+        return Suite(f"custom:{env}", env, _TW if spec.scheme == "tw" else _TWX, _QUICK)
     suite = SUITES.get(name)
     if suite is None:
         raise ValueError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
