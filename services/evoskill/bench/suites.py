@@ -113,7 +113,6 @@ _SW_NOTE = ("success = done with score > 70 on ScienceWorld's own scale; anchors
             "EMPO² 75.9, GRPO 33.2, Reflexion 17.1, DRRN 17")
 
 
-
 def _scienceworld(name: str, env: str, task: str) -> Suite:
     """EMPO²'s protocol for one ScienceWorld task (its step cap by the task's name)."""
     return Suite(name, env, replace(_SW, max_steps=_SW_STEP_CAPS.get(task, 30)), _SW_QUICK, _SW_NOTE, _SW_SETTINGS)
