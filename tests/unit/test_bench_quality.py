@@ -172,3 +172,27 @@ def test_choose_names_one_setting_and_two_values_or_more() -> None:
                       ("learner.nope=1,2", "nope"), ("learner.rename_share=0,many", "rename_share")):
         with pytest.raises(ValueError, match=said):
             Choice.parse(bad)
+
+
+def test_a_run_of_several_seeds_keeps_the_summary_of_the_seeds_played_so_far(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A ScienceWorld run of three seeds takes hours: stopped in its third, it keeps the first two in its JSON."""
+    import contextlib
+
+    from evoskill.bench import quality
+
+    out, seen = tmp_path / "summary.json", list[list[int]]()
+    monkeypatch.setattr(quality, "offline_library", lambda *a: (tmp_path / "library.jsonl", {"episodes": 5}))
+    monkeypatch.setattr(quality, "stack", lambda *a, **k: contextlib.nullcontext({}))
+    monkeypatch.setattr(quality, "play_baseline_rows", lambda *a: None)
+    monkeypatch.setattr(quality, "train_theta", lambda env, budget, seed, *a: quality.Trained(f"v{seed}", {}, [], []))
+
+    def evaluate(args, agent, simulations, env, out_path, version, extra):  # type: ignore[no-untyped-def]
+        if agent == "policy":  # the seed's last row: what the file holds before its summary is written
+            seen.append(json.loads(out.read_text())["seeds"] if out.exists() else [])
+        return {"success_rate": 1.0, "mean_score": 0.5, "mean_env_steps": 10.0, "mean_steps": 5.0}
+
+    monkeypatch.setattr(quality, "evaluate", evaluate)
+    result = quality.run_quality_bench(SUITES["coin"], False, 3, 1, {}, tmp_path, out, agents=["policy"])
+    assert seen == [[], [0], [0, 1]]  # each seed's summary written as it ended, before the next seed played
+    assert result["seeds"] == [0, 1, 2] and json.loads(out.read_text())["seeds"] == [0, 1, 2]
+    assert [a["runs"] for a in json.loads(out.read_text())["agents"]] == [3]

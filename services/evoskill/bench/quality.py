@@ -202,9 +202,13 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
                     f"{agent} {row.success[-1]:.0%}" for row, agent in theta_rows))
             if seed == first_seed:
                 play_baseline_rows(args, baselines, env, folder, TEST_GAMES)
-        wall[f"seed_{seed}_s"] = time.perf_counter() - seed_started
-    wall["total_s"] = time.perf_counter() - started
-    result = quality_summary(suite, quick, rows, demos, trained, wall, overrides)
+        now = time.perf_counter()
+        wall[f"seed_{seed}_s"], wall["total_s"] = now - seed_started, now - started
+        result = quality_summary(suite, quick, rows, demos, trained, wall, overrides)
+        if json_path is not None and seed + 1 < first_seed + seeds and theta_rows:
+            # A run of hours keeps what it measured: the summary of the seeds played so far, rewritten after each.
+            write_report(json_path, result, Settings())
+            console.print(f"wrote {json_path} (seeds {result['seeds']} of {seeds}; the next replaces it)")
     show_quality(console, result)
     if json_path is not None:
         write_report(json_path, result, Settings())
