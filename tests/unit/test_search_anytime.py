@@ -77,6 +77,8 @@ def test_the_host_answers_the_probes_its_budget_allows_in_order(coin: EnvHost) -
     assert 0 < coin.probe_s < 60
     coin.probe_s = 100.0  # recent probes took longer than this call's budget: its first one is not started
     assert coin.simulate(probes, 0.97, budget_s=60.0) == ([], 0)
+    results, _ = coin.simulate([sandbox_pb2.Probe(), *probes], 0.97, budget_s=0.0)  # the root is read regardless
+    assert len(results) == 1 and results[0].observation.valid_actions
 
 
 class Slow:

@@ -168,11 +168,15 @@ class EnvHost:
                  budget_s: float | None = None) -> tuple[list[sandbox_pb2.ProbeResult], int]:
         """The probes' results in order, the env steps they cost. Anytime with `budget_s`: a probe is started
         only while one is expected to fit in what is left (the longest of this call, and the recent probes'
-        average across calls), so fewer results may come back."""
+        average across calls), so fewer results may come back. The root's state (a probe of no action and no
+        rollout) is read whatever the estimate: no agent can act without it, and it costs a restore at most,
+        where the average is of replays and rollouts: under load, with that average past the caller's deadline, a
+        step's root would go unread and the episode end."""
         results, steps, started, longest = [], 0, time.monotonic(), 0.0
         for probe in probes:
             began = time.monotonic()
-            if budget_s is not None and began + max(longest, self.probe_s) > started + budget_s:
+            root = not probe.actions and not probe.rollout_depth
+            if budget_s is not None and not root and began + max(longest, self.probe_s) > started + budget_s:
                 break
             result, cost = self._probe(tuple(probe.actions), probe.rollout_depth, probe.rollout_seed, gamma)
             results.append(result)
