@@ -196,3 +196,17 @@ def test_a_run_of_several_seeds_keeps_the_summary_of_the_seeds_played_so_far(tmp
     assert seen == [[], [0], [0, 1]]  # each seed's summary written as it ended, before the next seed played
     assert result["seeds"] == [0, 1, 2] and json.loads(out.read_text())["seeds"] == [0, 1, 2]
     assert [a["runs"] for a in json.loads(out.read_text())["agents"]] == [3]
+
+
+def test_the_dev_check_scores_theta_on_the_games_it_played_not_on_those_the_services_lost(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from evoskill.bench import quality
+
+    games = [{"score": 0.17, "won": False, "error": ""}] * 8 + [{"score": 0.0, "won": False, "error": "NOT_FOUND"}] * 2
+    monkeypatch.setattr(quality, "evaluate", lambda *a, **k: {"mean_score": 0.136, "success_rate": 0.0,
+                                                                  "episodes": games})
+    budget = SUITES["scienceworld-mendelian-genetics-known-plant"].budget
+    check = quality.on_dev_fold("sciworld:mendelian-genetics-known-plant", budget, {}, Path("dev.json"), "v2")
+    assert check == {"dev_score": pytest.approx(0.17), "dev_success": 0.0, "dev_episodes": 10, "dev_lost": 2}
+    monkeypatch.setattr(quality, "evaluate", lambda *a, **k: {"mean_score": 0.17, "success_rate": 0.0,
+                                                                  "episodes": games[:8]})
+    assert quality.on_dev_fold("sciworld:x", budget, {}, Path("dev.json"), "v2")["dev_lost"] == 0

@@ -296,11 +296,19 @@ def clone(env_spec: str, budget: Budget, seed: int, env: dict[str, str],
 
 
 def on_dev_fold(env_spec: str, budget: Budget, env: dict[str, str], out: Path, version: str) -> dict[str, Any]:
-    """θ `version` alone on the budget's dev games: their mean score and success, and how many were played."""
+    """θ `version` alone on the budget's dev games: the mean score and success of the games played to their end,
+    how many were asked for, and how many the services lost (an error, not θ's play: counted as 0, two lost games
+    made a loaded run's check choose the worse θ)."""
     dev = EvalArgs(env_spec, budget.train_eval_episodes, budget.max_steps, budget.parallel)
     report = evaluate(dev, AgentKind.POLICY, 0, env, out, version, extra=["--fold", "dev"])
-    return {"dev_score": report.get("mean_score", 0.0), "dev_success": report.get("success_rate", 0.0),
-            "dev_episodes": dev.episodes}
+    played = [e for e in report.get("episodes", []) if not e.get("error")]
+    if len(played) == len(report.get("episodes", [])):  # nothing lost: the report's own means
+        score, success = report.get("mean_score", 0.0), report.get("success_rate", 0.0)
+    else:
+        score = sum(float(e["score"]) for e in played) / len(played) if played else 0.0
+        success = sum(bool(e["won"]) for e in played) / len(played) if played else 0.0
+    return {"dev_score": score, "dev_success": success, "dev_episodes": dev.episodes,
+            "dev_lost": len(report.get("episodes", [])) - len(played)}
 
 
 def online_only(budget: Budget) -> tuple[int, int]:
