@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
@@ -205,14 +206,10 @@ def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overr
         now = time.perf_counter()
         wall[f"seed_{seed}_s"], wall["total_s"] = now - seed_started, now - started
         result = quality_summary(suite, quick, rows, demos, trained, wall, overrides)
-        if json_path is not None and seed + 1 < first_seed + seeds and theta_rows:
-            # A run of hours keeps what it measured: the summary of the seeds played so far, rewritten after each.
+        if json_path is not None:  # rewritten after each seed: a run of hours stopped in its last seed keeps the others
             write_report(json_path, result, Settings())
-            console.print(f"wrote {json_path} (seeds {result['seeds']} of {seeds}; the next replaces it)")
+            console.print(f"wrote {json_path} (seeds {result['seeds']})")
     show_quality(console, result)
-    if json_path is not None:
-        write_report(json_path, result, Settings())
-        console.print(f"wrote {json_path}")
     return result
 
 
@@ -301,14 +298,11 @@ def on_dev_fold(env_spec: str, budget: Budget, env: dict[str, str], out: Path, v
     made a loaded run's check choose the worse θ)."""
     dev = EvalArgs(env_spec, budget.train_eval_episodes, budget.max_steps, budget.parallel)
     report = evaluate(dev, AgentKind.POLICY, 0, env, out, version, extra=["--fold", "dev"])
-    played = [e for e in report.get("episodes", []) if not e.get("error")]
-    if len(played) == len(report.get("episodes", [])):  # nothing lost: the report's own means
-        score, success = report.get("mean_score", 0.0), report.get("success_rate", 0.0)
-    else:
-        score = sum(float(e["score"]) for e in played) / len(played) if played else 0.0
-        success = sum(bool(e["won"]) for e in played) / len(played) if played else 0.0
-    return {"dev_score": score, "dev_success": success, "dev_episodes": dev.episodes,
-            "dev_lost": len(report.get("episodes", [])) - len(played)}
+    episodes = report.get("episodes", [])
+    played = [e for e in episodes if not e.get("error")] or [{"score": 0.0, "won": False}]  # none played: 0
+    return {"dev_score": float(np.mean([float(e["score"]) for e in played])),
+            "dev_success": float(np.mean([bool(e["won"]) for e in played])), "dev_episodes": dev.episodes,
+            "dev_lost": sum(bool(e.get("error")) for e in episodes)}
 
 
 def online_only(budget: Budget) -> tuple[int, int]:
