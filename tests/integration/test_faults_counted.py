@@ -92,10 +92,22 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
     running.stop()
 
 
+async def why_it_ended(handle: Handle) -> str:
+    """The failures its history records (the workflow's own, and each failed activity attempt's)."""
+    failures = []
+    async for e in handle.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            failures.append(f"workflow: {e.workflow_execution_failed_event_attributes.failure}")
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+            failures.append(f"activity: {e.activity_task_failed_event_attributes.failure}")
+    return "\n".join(failures)
+
+
 async def pending(handle: Handle, activity: str) -> list[Any]:
-    """The running attempts of `activity`; fails when the workflow is no longer running."""
+    """The running attempts of `activity`; fails, saying why, when the workflow is no longer running."""
     description = await handle.describe()
-    assert description.status == WorkflowExecutionStatus.RUNNING, f"the workflow is {description.status}"
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        raise AssertionError(f"the workflow is {description.status!r}:\n{await why_it_ended(handle)}")
     return [a for a in description.raw_description.pending_activities
             if a.activity_type.name == activity and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED]
 

@@ -13,6 +13,7 @@ cancelled or runs past its deadline sets `stop`: the work behind it ends before 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -20,9 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
 from evoskill.core.agent import Agent, AgentKind, EpisodeMemory, Step
 from evoskill.core.episode_record import record_step
-from evoskill.core.errors import FailedPrecondition, InvalidInput
+from evoskill.core.errors import FailedPrecondition, InvalidInput, Unavailable
 from evoskill.core.exploration import EpsilonGreedy
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
@@ -36,6 +39,8 @@ from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.telemetry import current_trace_id, tracer
 from evoskill.reward.v1 import reward_pb2
 from evoskill.sandbox.v1 import sandbox_pb2
+
+log = logging.getLogger(__name__)
 
 
 def validate(request: planner_pb2.PlayEpisodeRequest, defaults: SearchConfig) -> None:
@@ -52,6 +57,16 @@ def validate(request: planner_pb2.PlayEpisodeRequest, defaults: SearchConfig) ->
     if request.max_steps < 0:
         raise InvalidInput("max_steps must be >= 0")
     resolve_config(request.config, defaults, 0)
+
+
+def lost_session(exc: grpc.RpcError, session_id: str) -> Exception:
+    """A sandbox call's failure as the episode's: NOT_FOUND naming the episode's own session means its sandbox
+    lost it mid-episode (restarted, or the environment's worker crashed), which playing the episode again fixes:
+    UNAVAILABLE, so that a workflow retries it instead of taking it for a caller's mistake."""
+    details = exc.details() or ""
+    if exc.code() == grpc.StatusCode.NOT_FOUND and session_id in details:
+        return Unavailable(f"the sandbox lost the episode's session mid-episode: {details}")
+    return exc
 
 
 def explore(agent: Agent, kind: AgentKind, epsilon: float) -> Agent:
@@ -114,8 +129,18 @@ class EpisodePlayer:
                 shadow = (BUILDERS[kind](tools, request, self.shadow_policy, ()) if request.shadow_policy_version
                           else None)
                 yield from self._loop(agent, shadow, session, max_steps, kind.uses_llm)
+            except grpc.RpcError as exc:
+                raise lost_session(exc, session.session_id) from None
             finally:
-                self.sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session.session_id))
+                self._close(session.session_id)
+
+    def _close(self, session_id: str) -> None:
+        """Best effort: a session its sandbox already lost (or a sandbox that is down) must not hide the
+        episode's own outcome or error behind the close's failure."""
+        try:
+            self.sandbox.CloseSession(sandbox_pb2.CloseSessionRequest(session_id=session_id))
+        except grpc.RpcError as exc:
+            log.info("session %s not closed: %s: %s", session_id, exc.code().name, exc.details())
 
     def _loop(self, agent: Agent, shadow: Agent | None, session: Any, max_steps: int,
               proposes: bool = False) -> Iterator[planner_pb2.EpisodeUpdate]:
