@@ -50,12 +50,13 @@ def unsure(batch: Batch) -> tuple[list[np.ndarray], np.ndarray]:
     return [np.zeros(len(actions)) for _, _, actions, _ in batch], np.zeros(len(batch))
 
 
-def play(policy: PolicyFn, trigger: float) -> list[planner_pb2.EpisodeUpdate]:
+def play(policy: PolicyFn, trigger: float, stall: int = 0, steps: int = 4) -> list[planner_pb2.EpisodeUpdate]:
     player = EpisodePlayer(HostSandbox(), SimpleNamespace(Score=lambda r: SimpleNamespace(total=0.0)),
                            SearchConfig(), Scorer(RewardSettings()), policy)
     config = planner_pb2.SearchConfig(agent="policy+mcts", num_simulations=8, entropy_trigger=trigger,
-                                      rollout_depth=2)
-    request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=4, config=config)
+                                      rollout_depth=2, stall_trigger=stall)
+    request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=0, fold="test", max_steps=steps,
+                                             config=config)
     return [u for u in player.play(request) if u.action]
 
 
@@ -70,6 +71,15 @@ def test_a_sure_theta_acts_without_search_and_spends_only_the_children() -> None
     assert [u.action for u in trusted] == [u.search.root[int(np.argmax([a.prior for a in u.search.root]))].action
                                            for u in trusted]  # θ's argmax, as θ alone would act
     assert trusted[-1].env_steps < searched[-1].env_steps
+
+
+def test_a_sure_theta_is_searched_once_the_score_has_stalled_for_stall_trigger_steps() -> None:
+    """CoinCollector's score rises only at the coin, which a θ sure of the first candidate does not reach in six
+    steps: steps 0-2 trust it, from the third step without the score rising every step is searched."""
+    updates = play(sure, 0.5, stall=3, steps=6)
+    assert len(updates) == 6 and all(u.observation.score == 0 for u in updates)
+    assert [n > 0 for n in simulations(updates)] == [False] * 3 + [True] * 3
+    assert [u.exploration for u in updates] == [""] * 3 + ["stalled"] * 3
 
 
 def test_an_unsure_theta_is_searched() -> None:

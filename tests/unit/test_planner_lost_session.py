@@ -57,7 +57,7 @@ def play(sandbox: RestartedSandbox) -> None:
 
 def test_a_session_lost_mid_episode_is_unavailable_and_the_failed_close_hides_nothing() -> None:
     sandbox = RestartedSandbox(2, grpc.StatusCode.NOT_FOUND, "no session 's' (closed, expired, or its worker crashed)")
-    with pytest.raises(Unavailable, match="lost the episode's session.*no session 's'"):
+    with pytest.raises(Unavailable, match=r"lost the episode's session.*no session 's'"):
         play(sandbox)
     assert sandbox.close_calls == 1
 

@@ -18,7 +18,7 @@ CHANGED = SearchConfig(
     policy_value_mix=0.75, algorithm="gumbel", gumbel_max_actions=4, gumbel_c_visit=10.0, gumbel_c_scale=0.5,
     gumbel_scale=0.0, policy_revisit_penalty=0.0, memory_profile="exploratory", entropy_trigger=0.3, prune_losses=False,
     time_budget_s=4.0, explore_epsilon=0.1, novelty_weight=0.5, curiosity_weight=0.2,
-    memory_similar_share=0.7,
+    memory_similar_share=0.7, stall_trigger=5,
 )
 
 

@@ -127,6 +127,7 @@ class EpisodeMemory:
     # the room changes every step (a stove heating, bees moving) no two states share a key, so neither `tried`
     # nor `no_ops` sees θ say "look around" fifty times in a row; the streak does.
     streak: tuple[str, int] = ("", 0)
+    stalled: int = 0  # real steps since the score last rose (or since the start): how long θ's play has led nowhere
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms walked through (core/rooms.py): part of what θ reads
     _last: tuple[str, str] | None = None
     _score: float | None = None
@@ -152,6 +153,7 @@ class EpisodeMemory:
         rose = score is not None and self._score is not None and score > self._score
         last, times = self.streak
         self.streak = (action, 0 if rose else (times + 1 if action == last else 1))
+        self.stalled = 0 if rose else self.stalled + 1
         self._score = score if score is not None else self._score
         if state_key:
             if self._last is not None and self._last[0] == state_key:

@@ -6,7 +6,8 @@
 - Count-based novelty (`search.novelty_weight`): `novelty_bonus` gives each candidate weight/(count+1) of logit,
   count = the episode's visits to where it leads (or, unstepped, the times it was taken there): θ alone adds
   it to its logits, search to the root's priors (core/search/advice.py).
-- Uncertainty (`search.entropy_trigger`): policy+mcts searches only where θ is unsure (planner/agents.py).
+- Uncertainty (`search.entropy_trigger`): policy+mcts searches only where θ is unsure (planner/agents.py), and
+  with `search.stall_trigger` also where the episode has gone that many steps without its score rising.
 - Curiosity from learned dynamics (`search.curiosity_weight`): search adds weight × the surprise of θ's dynamics
   model to a stepped edge's reward (core/search/model.py); `curiosity_changed` says when that chose the action.
 
@@ -27,8 +28,9 @@ from evoskill.core.agent import Agent, Decision, Step
 EPSILON = "epsilon"  # a random candidate replaced the agent's choice
 NOVELTY = "novelty"  # the novelty bonus changed the choice
 UNCERTAIN = "uncertain"  # the step was searched because θ was unsure (entropy trigger)
+STALLED = "stalled"  # the step was searched, θ sure or not, because the episode's score had stopped rising
 CURIOSITY = "curiosity"  # the dynamics model's surprise bonus changed the search's choice
-EXPLORATIONS = (EPSILON, NOVELTY, UNCERTAIN, CURIOSITY)
+EXPLORATIONS = (EPSILON, NOVELTY, UNCERTAIN, STALLED, CURIOSITY)
 
 
 def novelty_bonus(counts: np.ndarray, weight: float) -> np.ndarray:
@@ -75,5 +77,5 @@ class EpsilonGreedy:
         return decision
 
 
-__all__ = ["CURIOSITY", "EPSILON", "EXPLORATIONS", "NOVELTY", "UNCERTAIN", "EpsilonGreedy", "curiosity_changed",
-           "explores", "novelty_bonus"]
+__all__ = ["CURIOSITY", "EPSILON", "EXPLORATIONS", "NOVELTY", "STALLED", "UNCERTAIN", "EpsilonGreedy",
+           "curiosity_changed", "explores", "novelty_bonus"]

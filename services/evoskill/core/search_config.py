@@ -28,7 +28,7 @@ _PLAIN_FIELDS = (
     "revisit_penalty", "memory_weight", "memory_limit", "policy_value_mix", "algorithm", "gumbel_max_actions",
     "gumbel_c_visit", "gumbel_c_scale", "gumbel_scale", "policy_revisit_penalty", "memory_profile",
     "entropy_trigger", "prune_losses", "time_budget_s", "explore_epsilon", "novelty_weight",
-    "curiosity_weight", "memory_similar_share",
+    "curiosity_weight", "memory_similar_share", "stall_trigger",
 )
 NOT_ON_THE_WIRE = ("max_episode_steps",)  # a request's PlayEpisodeRequest.max_steps
 
@@ -128,6 +128,12 @@ class SearchConfig(BaseModel):
         description="policy+mcts searches a step only where θ is unsure: the root's prior (θ with its advice) has at "
         "least this normalised entropy H/log(n), 0..1; below it, it acts on that prior's argmax as θ alone does, "
         "stepping nothing but the root's children (seed 004 §4.1; 0 = search every step)",
+    )
+    stall_trigger: int = Field(
+        0, ge=0, le=limits.MAX_EPISODE_STEPS,
+        description="With entropy_trigger: policy+mcts also searches every step once the episode has gone this many "
+        "real steps without its score rising, however sure θ is: a θ sure of a loop (\"wait\", \"look around\", "
+        "\"wait\") is sure where it is wrong, and only a lookahead shows it what else leads anywhere (0 = off)",
     )
     explore_epsilon: float = Field(
         0.0, ge=0.0, le=1.0,

@@ -25,7 +25,7 @@ import numpy as np
 
 from evoskill.core.agent import Agent, AgentKind, Decision, EpisodeMemory, RandomAgent, Step, listed_forms
 from evoskill.core.errors import FailedPrecondition, InvalidInput
-from evoskill.core.exploration import CURIOSITY, NOVELTY, UNCERTAIN, novelty_bonus
+from evoskill.core.exploration import CURIOSITY, NOVELTY, STALLED, UNCERTAIN, novelty_bonus
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
@@ -290,7 +290,8 @@ class SearchAgent:
 
     def _decide(self, env: SearchModel, config: SearchConfig, late: bool, span: Any, step: Step) -> Decision:
         triggered = self.policy is not None and config.entropy_trigger > 0
-        if triggered:
+        stalled = 0 < config.stall_trigger <= step.memory.stalled
+        if triggered and not stalled:
             sure = self._if_sure(env, config, step)
             if sure is not None:
                 span.set_attribute("evoskill.simulations", 0)
@@ -313,7 +314,8 @@ class SearchAgent:
         target = search_target(result, env) if result.visit_counts.sum() else prior_target(env)
         return Decision(chosen, target, search_reply(result, actions, chosen),
                         env.nodes[()].state_key, env.env_steps, env.env_seconds, float(result.root_value),
-                        exploration=CURIOSITY if env.curiosity_chose(result) else UNCERTAIN if triggered else "")
+                        exploration=CURIOSITY if env.curiosity_chose(result) else
+                        STALLED if triggered and stalled else UNCERTAIN if triggered else "")
 
     def _if_sure(self, env: SearchModel, config: SearchConfig, step: Step) -> Decision | None:
         """The root prior's argmax, unsearched, where θ (with its advice) is sure enough
