@@ -354,6 +354,10 @@ class Stack:
         settings_path = self.state_dir / SETTINGS_FILE
         data, secrets = without_secrets(self.settings)
         data["state_dir"] = str(self.state_dir)
+        # Only the search settings someone set: the others stay unset in the children, where each environment's
+        # own apply (`envs.registry.search_settings`: ScienceWorld's 5 s of search a step, no child stepped ahead);
+        # a whole dump would set every one of them to its default.
+        data["search"] = self.settings.search.model_dump(mode="json", exclude_unset=True)
         write_private(settings_path, json.dumps(data, indent=2))
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVOSKILL_")}
         env.update(secrets)
