@@ -16,18 +16,8 @@ from evoskill.core.search_config import SearchConfig
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform.config import RewardSettings
+from tests.rpc_status import RpcStatus
 from tests.unit.test_planner_theta_alone import HostSandbox
-
-
-class Status(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 class RestartedSandbox(HostSandbox):
@@ -38,13 +28,13 @@ class RestartedSandbox(HostSandbox):
 
     def Step(self, request: Any) -> Any:
         if self.steps == 0:
-            raise Status(self.code, self.details)
+            raise RpcStatus(self.code, self.details)
         self.steps -= 1
         return super().Step(request)
 
     def CloseSession(self, request: Any) -> None:
         self.close_calls += 1
-        raise Status(grpc.StatusCode.NOT_FOUND, f"no session {request.session_id!r} (closed, expired, ...)")
+        raise RpcStatus(grpc.StatusCode.NOT_FOUND, f"no session {request.session_id!r} (closed, expired, ...)")
 
 
 def play(sandbox: RestartedSandbox) -> None:
@@ -65,6 +55,6 @@ def test_a_session_lost_mid_episode_is_unavailable_and_the_failed_close_hides_no
 @pytest.mark.parametrize("code, details", [(grpc.StatusCode.NOT_FOUND, "no environment 'twx:nothing'"),
                                            (grpc.StatusCode.UNAVAILABLE, "connection refused")])
 def test_other_failures_keep_their_status(code: grpc.StatusCode, details: str) -> None:
-    with pytest.raises(Status) as failed:
+    with pytest.raises(RpcStatus) as failed:
         play(RestartedSandbox(1, code, details))
     assert failed.value.code() == code

@@ -16,6 +16,7 @@ from evoskill.learner.registry import PolicyRegistry
 from evoskill.learner.v1 import learner_pb2
 from evoskill.planner.policy import OnnxPolicyFn, PolicyStore
 from evoskill.platform.config import LearnerSettings, Settings
+from tests.rpc_status import RpcStatus
 from tests.unit.test_learn_data import take_task_episode
 from tests.unit.test_learn_export import encoder_featurizer
 
@@ -87,17 +88,6 @@ def test_missing_templates_fall_back_to_the_heuristic_ones(policy_fn: OnnxPolicy
     assert policy_fn([]) == ([], pytest.approx(np.zeros(0)))
 
 
-class LearnerError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
 class RegistryLearner:
     """The learner's GetPolicy and ListPolicies over a registry folder; `down` makes it unreachable."""
 
@@ -108,14 +98,14 @@ class RegistryLearner:
 
     def _check(self) -> None:
         if self.down:
-            raise LearnerError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+            raise RpcStatus(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
 
     def GetPolicy(self, request: learner_pb2.GetPolicyRequest) -> learner_pb2.PolicyInfo:
         self._check()
         try:
             entry = self.registry.get(request.version)
         except NotFound as exc:
-            raise LearnerError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+            raise RpcStatus(grpc.StatusCode.NOT_FOUND, str(exc)) from None
         self.fetched.append(entry.version)
         return learner_pb2.PolicyInfo(version=entry.version, onnx_model=self.registry.path(entry).read_bytes())
 
@@ -158,7 +148,7 @@ def test_kept_versions_serve_while_the_learner_is_down(registry: PolicyRegistry,
     learner.down = True
     restarted = PolicyStore(Settings(state_dir=tmp_path), learner=learner)  # same planner disk, new process
     assert restarted.get("v000001").version == "v000001"  # a version is immutable: the kept bytes serve
-    with pytest.raises(LearnerError) as raised:
+    with pytest.raises(RpcStatus) as raised:
         restarted.get("v000002")  # never fetched: the learner's answer, for the caller to retry
     assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
 
