@@ -36,6 +36,7 @@ import fcntl
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -61,6 +62,7 @@ from evoskill.stack.restarts import RestartPolicy, Restarts
 LOCK_FILE = "stack.lock"
 STATE_FILE = "stack.json"
 SETTINGS_FILE = "settings.json"
+PORTS_FROM = 20000  # free ports are chosen from here to the ephemeral range (`free_ports`)
 WATCH_TICK_S = 0.2  # how often the supervisor looks for dead children
 log = logging.getLogger(__name__)
 
@@ -156,19 +158,42 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the OS hands out to binds on port 0 and to outgoing connections (Linux's setting, else IANA's)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return 49152, 65535
+    return low, high
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct free ports: all held at once while choosing (calls of `free_port` one after the
-    other may hand out the same port twice, and two servers of one stack would then share it)."""
+    """`count` distinct free ports, all held at once while choosing (calls of `free_port` one after the other may
+    hand out the same port twice, and two servers of one stack would then share it), and below the OS's
+    ephemeral range: a port is free again once chosen, until its server binds it, and in between the OS may
+    give an ephemeral one to whatever binds port 0 or connects out. A Temporal dev server's internal gRPC
+    servers took a learner's port that way, and the learner's callers were answered UNIMPLEMENTED by Temporal."""
+    low, _ = ephemeral_ports()
+    candidates = random.sample(range(PORTS_FROM, low), min(low - PORTS_FROM, 64 * count)) if low > PORTS_FROM else []
     with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for sock in socks:
+        ports: list[int] = []
+        for port in candidates:
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+        for _ in range(count - len(ports)):  # no room below the ephemeral range: the OS's choice
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 # Services the embedded stack cannot run twice, and why.
