@@ -198,7 +198,8 @@ def test_a_run_of_several_seeds_keeps_the_summary_of_the_seeds_played_so_far(tmp
     assert [a["runs"] for a in json.loads(out.read_text())["agents"]] == [3]
 
 
-def test_the_dev_check_scores_theta_on_the_games_it_played_not_on_those_the_services_lost(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_dev_check_scores_theta_on_the_games_it_played_not_on_those_the_services_lost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from evoskill.bench import quality
 
     games = [{"score": 0.17, "won": False, "error": ""}] * 8 + [{"score": 0.0, "won": False, "error": "NOT_FOUND"}] * 2
