@@ -34,6 +34,9 @@ from tests.unit.test_episode_record import played
 
 pytestmark = pytest.mark.integration
 
+# A bound on each call, well inside pytest's timeout: a call that hangs fails as itself, and the stack's
+# teardown still runs (pytest's timeout skips it and leaves the services to later tests).
+CALL_S = 120
 LOSSES = {"loss", "distill", "value", "pg", "entropy", "contrastive", "grad_norm"}
 
 
@@ -241,7 +244,7 @@ async def play(stub: planner_pb2_grpc.PlannerServiceStub, episode_id: str, agent
                                       dirichlet_weight=0.0, value_mix=0.5)
     request = planner_pb2.PlayEpisodeRequest(env_spec="twx:coin", seed=1, fold="train", max_steps=3, config=config,
                                              episode_id=episode_id)
-    return [u async for u in stub.PlayEpisode(request, timeout=300)]
+    return [u async for u in stub.PlayEpisode(request, timeout=CALL_S)]
 
 
 @dataclass
@@ -279,7 +282,8 @@ async def test_planner_hot_swaps_to_a_published_policy_and_plays_policy_mcts(lea
         assert err.code() == grpc.StatusCode.NOT_FOUND and "no policy has been published" in (err.details() or "")
 
         await play(planner, "mcts-1", "mcts")  # the planner's episode reaches replay over the bus
-        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["mcts-1"], wait_seconds=30))
+        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["mcts-1"], wait_seconds=30),
+                                    timeout=CALL_S)
         assert reply.policy_version == "v000001"
         await until(lambda: running.policies.latest == "v000001", "the planner to load v000001")
 
@@ -290,7 +294,8 @@ async def test_planner_hot_swaps_to_a_published_policy_and_plays_policy_mcts(lea
         assert watcher.episodes["theta-1"].policy_version == "v000001"
         assert watcher.episodes["theta-1"].agent == "policy+mcts"
 
-        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["theta-1"], wait_seconds=30))
+        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["theta-1"], wait_seconds=30),
+                                    timeout=CALL_S)
         assert reply.policy_version == "v000002"
         await until(lambda: running.policies.latest == "v000002", "the planner to hot-swap to v000002")
         await play(planner, "theta-2", "policy+mcts")
@@ -310,7 +315,8 @@ async def test_a_reader_policy_is_trained_published_and_played(learner_settings:
     async with stack(learner_settings.model_copy(update={"learner": reader})) as running:
         planner, learner = running.planner, running.learner
         await play(planner, "demo-1", "demo")
-        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["demo-1"], wait_seconds=30))
+        reply = await learner.Train(learner_pb2.TrainRequest(steps=2, episode_ids=["demo-1"], wait_seconds=30),
+                                    timeout=CALL_S)
         assert reply.policy_version == "v000001"
         await until(lambda: running.policies.latest == "v000001", "the planner to load v000001")
         served = running.policies.get("v000001").policy
