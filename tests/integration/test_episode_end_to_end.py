@@ -42,7 +42,7 @@ async def test_one_mcts_episode_across_services_and_bus(services: Settings, span
                 env_spec="twx:coin", seed=1, fold="test", max_steps=25,
                 config=planner_pb2.SearchConfig(num_simulations=24, rollout_depth=8, seed=1),
             )
-            updates = [u async for u in planner.PlayEpisode(request, timeout=300)]
+            updates = [u async for u in planner.PlayEpisode(request, timeout=200)]
         await until(lambda: bool(completed) and len(scored) >= len(completed[0].steps)
                     and len(stats) >= len(completed[0].steps),
                     "the episode's events: completed, a scored transition and search stats per step")

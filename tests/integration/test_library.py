@@ -38,7 +38,7 @@ async def test_a_generated_gold_path_is_what_the_planner_records(services: Setti
         async with channel(settings.endpoint("planner").target) as ch:
             request = planner_pb2.PlayEpisodeRequest(env_spec=COOKING, seed=5, fold="train", max_steps=100,
                                                      config=planner_pb2.SearchConfig(agent="demo"))
-            _ = [u async for u in planner_pb2_grpc.PlannerServiceStub(ch).PlayEpisode(request, timeout=300)]
+            _ = [u async for u in planner_pb2_grpc.PlannerServiceStub(ch).PlayEpisode(request, timeout=200)]
         await until(lambda: bool(watcher.episodes), "the demo episode's EpisodeCompleted")
     finally:
         await watcher.bus.stop()

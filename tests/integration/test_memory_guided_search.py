@@ -42,7 +42,7 @@ async def test_second_episode_is_guided_by_the_first(guided: Settings) -> None:
     async with channel(guided.endpoint("planner").target) as ch, \
             channel(guided.endpoint("memory").target) as mch:
         planner, memory = planner_pb2_grpc.PlannerServiceStub(ch), memory_pb2_grpc.MemoryServiceStub(mch)
-        first = [u async for u in planner.PlayEpisode(request, timeout=300) if u.action]
+        first = [u async for u in planner.PlayEpisode(request, timeout=120) if u.action]
         assert uniform(first[0])  # nothing remembered yet: no noise, no θ, so uniform priors
 
         async def remembered_at_least(n: int) -> bool:  # the memory stores steps as reward.scored arrives
@@ -52,5 +52,5 @@ async def test_second_episode_is_guided_by_the_first(guided: Settings) -> None:
 
         await until(lambda: remembered_at_least(len(first)), "the first episode's steps in memory")
         request.episode_id = "second"
-        second = [u async for u in planner.PlayEpisode(request, timeout=300) if u.action]
+        second = [u async for u in planner.PlayEpisode(request, timeout=120) if u.action]
     assert not uniform(second[0])  # the same start state, now with the first episode's steps as advice

@@ -63,7 +63,7 @@ async def test_tool_episodes_call_mcp_servers_through_the_sandbox_and_are_scored
         async with channel(settings.endpoint("planner").target) as ch:
             request = planner_pb2.PlayEpisodeRequest(env_spec=spec, seed=1, fold="test", max_steps=12,
                                                      config=planner_pb2.SearchConfig(**config))  # type: ignore[arg-type]
-            return [u async for u in planner_pb2_grpc.PlannerServiceStub(ch).PlayEpisode(request, timeout=600)]
+            return [u async for u in planner_pb2_grpc.PlannerServiceStub(ch).PlayEpisode(request, timeout=200)]
 
     await watcher.start()
     try:
