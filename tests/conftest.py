@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import os
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -23,36 +20,7 @@ from evoskill.stack.supervisor import binary, free_port, free_ports, nats_ready,
 settings.register_profile("evoskill", deadline=None)
 settings.load_profile("evoskill")
 
-# pytest-timeout ends a test from a signal handler, which unwinds the session's shared event loop past the test's
-# coroutine: its `finally` and `async with` never run, and the services it started go on serving in that loop
-# (one left its bus consumers reporting into a later test's metrics). An async test is cancelled this much
-# earlier instead, so that its own teardown runs and it fails as itself.
-TEARDOWN_MARGIN_S = 30.0
-
-
-def _bounded(test: Callable[..., Awaitable[Any]], limit_s: float) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(test)
-    async def run(*args: Any, **kwargs: Any) -> Any:
-        deadline = asyncio.timeout(limit_s)
-        try:
-            async with deadline:
-                return await test(*args, **kwargs)
-        except TimeoutError:
-            if deadline.expired():
-                pytest.fail(f"{test.__name__} ran past {limit_s:.0f} s: cancelled, its teardown run", pytrace=True)
-            raise
-
-    return run
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    default = float(config.getini("timeout") or 0)
-    for item in items:
-        test = getattr(item, "obj", None)
-        marker = item.get_closest_marker("timeout")
-        limit = float(marker.args[0]) if marker and marker.args else default
-        if inspect.iscoroutinefunction(test) and limit > TEARDOWN_MARGIN_S:
-            item.obj = _bounded(test, limit - TEARDOWN_MARGIN_S)  # type: ignore[attr-defined]
+pytest_plugins = ["tests.bounded_async"]  # async tests end before pytest's timeout, their teardown run
 
 
 class _DiedAtStart(RuntimeError):
