@@ -140,9 +140,11 @@ def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  #
     rows[0].record({"success_rate": 1.0, "mean_score": 1.0, "mean_env_steps": 300.0, "mean_steps": 10.0})
     rows[1].record({"success_rate": 0.9, "mean_score": 0.9, "mean_env_steps": 40.0, "mean_steps": 8.0})
     library = tmp_path / "library.jsonl"
-    library.write_text('{"won": true, "steps": [{}, {}]}\n{"won": false, "steps": [{}]}\n')
+    listed = '{"action": "take coin", "valid_actions": ["take coin", "move east"]}'
+    unlisted = '{"action": "pick up seed jar", "valid_actions": ["pick up seed plant in seed jar"]}'
+    library.write_text(f'{{"won": true, "steps": [{listed}, {unlisted}]}}\n{{"won": false, "steps": [{listed}]}}\n')
     demos = library_tally(library)
-    assert (demos["episodes"], demos["won"], demos["steps"]) == (2, 1, 3)
+    assert (demos["episodes"], demos["won"], demos["steps"], demos["unlisted"]) == (2, 1, 3, 1)
     result = quality_summary(suite, False, rows, demos, [{"seed": 0}], {"total_s": 1.0}, {})
     assert result["comparisons"] == {}  # no baselines played
     assert [a["env_steps_per_step_mean"] for a in result["agents"]] == [30.0, 5.0]

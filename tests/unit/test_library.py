@@ -15,7 +15,7 @@ from evoskill.cli import app
 from evoskill.core.learn.data import Example, episode_examples
 from evoskill.envs import make_env
 from evoskill.events.v1 import events_pb2
-from evoskill.library.generate import Throughput, generate
+from evoskill.library.generate import Throughput, generate, unlisted_steps
 from evoskill.library.jsonl import LibraryFormatError, parse_line, read_jsonl, to_record, write_jsonl
 
 COOKING = ("twx:cookingworld?numLocations=1,numIngredients=2,numDistractorItems=3,includeDoors=0,"
@@ -38,6 +38,7 @@ def test_gold_paths_are_won_in_seed_order_with_every_candidate_marked(demos) -> 
     episodes, tally = demos
     assert [e.seed for e in episodes] == [3, 4, 5, 6]
     assert tally.episodes == 4 and tally.won == 4 and tally.steps == sum(len(e.steps) for e in episodes)
+    assert tally.unlisted == 0  # TextWorldExpress lists every action its gold paths take
     assert tally.env_steps > tally.steps  # the children stepped for the seen marks
     env = make_env(COOKING)
     try:
@@ -133,8 +134,12 @@ def test_a_gold_action_that_is_not_valid_is_passed_over_and_the_game_still_won()
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
 def test_scienceworld_gold_actions_outside_the_valid_list_are_played() -> None:
     # ScienceWorld's parser accepts gold actions its valid-action list does not name ("open door to kitchen").
-    episode = next(generate("sciworld:boil?easy=1", "train", range(0, 1), seen=False))
+    tally = Throughput()
+    episode = next(generate("sciworld:boil?easy=1", "train", range(0, 1), seen=False, throughput=tally))
     assert episode.won
+    # ... and counted: no agent is ever offered them as candidates
+    assert tally.unlisted == unlisted_steps(episode) > 0
+    assert episode.steps[0].action.text not in episode.steps[0].target.actions  # "open door to kitchen"
     # ... and one its list names in a shorter form is recorded in that form when it does the same: θ is only
     # ever offered the listed actions ("focus on thermometer in inventory" -> "focus on thermometer").
     episode = next(generate("sciworld:measure-melting-point-known-substance?easy=1", "train", range(0, 1),

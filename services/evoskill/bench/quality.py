@@ -149,8 +149,10 @@ def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]
 def library_tally(path: Path) -> dict[str, Any]:
     """A library reused from an earlier run (`--library`), tallied as `evoskill demos --json` reports one."""
     episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {"episodes": len(episodes), "won": sum(bool(e.get("won")) for e in episodes),
-            "steps": sum(len(e.get("steps", [])) for e in episodes), "seconds": 0.0, "episodes_per_s": 0.0,
+    steps = [step for e in episodes for step in e.get("steps", [])]
+    return {"episodes": len(episodes), "won": sum(bool(e.get("won")) for e in episodes), "steps": len(steps),
+            "unlisted": sum(step.get("action") not in step.get("valid_actions", ()) for step in steps),
+            "seconds": 0.0, "episodes_per_s": 0.0,
             "reused": str(path)}
 
 
@@ -228,7 +230,8 @@ def offline_library(console: Console, suite: Suite, budget: Budget, workers: int
              "--workers", str(workers), "--out", str(library), "--json", str(work_dir / "demos.json"),
              *(["--shorten"] if budget.shorten_library else []), env=plain, log=log)
         demos = json.loads((work_dir / "demos.json").read_text())
-    console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps) in "
+    console.print(f"library: {demos['episodes']} gold paths ({demos['won']} won, {demos['steps']} steps, "
+                  f"{demos.get('unlisted', 0)} of them outside the environment's listed actions) in "
                   f"{demos['seconds']:.0f}s, {demos['episodes_per_s']:.1f} episodes/s")
     return library, demos
 

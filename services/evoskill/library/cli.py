@@ -116,7 +116,8 @@ def demos(
             for _ in produced(progress):
                 pass
     figures = tally.to_json()
-    console.print(f"{figures['episodes']} episodes ({figures['won']} won), {figures['steps']} steps, "
+    console.print(f"{figures['episodes']} episodes ({figures['won']} won), {figures['steps']} steps "
+                  f"({figures['unlisted']} of them taking an action the environment does not list), "
                   f"{figures['env_steps']} environment steps in {figures['seconds']:.1f}s with {workers} worker(s): "
                   f"[bold]{figures['episodes_per_s']:.1f} episodes/s, {figures['steps_per_s']:.0f} steps/s[/] "
                   f"({figures['env_steps_per_s']:.0f} environment steps/s)")

@@ -205,11 +205,20 @@ def _play_in_worker(job: tuple[str, str, int]) -> tuple[bytes, int]:
     return episode.SerializeToString(), steps
 
 
+def unlisted_steps(episode: events_pb2.EpisodeCompleted) -> int:
+    """The episode's steps whose action is not among the step's valid actions as the environment listed them.
+    θ and search choose among the listed actions only, so no agent is ever offered such a step's action:
+    ScienceWorld's list is incomplete, and its gold paths take actions it accepts but does not list ("pick up
+    seed jar" in grow-plant, where the list names "pick up seed plant in seed jar")."""
+    return sum(step.action.text not in step.target.actions for step in episode.steps)
+
+
 @dataclass
 class Throughput:
     episodes: int = 0
     won: int = 0
     steps: int = 0  # real steps (the gold path's)
+    unlisted: int = 0  # of them, steps whose action the environment's valid-action list did not name (`unlisted_steps`)
     env_steps: int = 0  # every environment step, the children stepped for `seen` included
     seconds: float = 0.0
 
@@ -217,11 +226,13 @@ class Throughput:
         self.episodes += 1
         self.won += episode.won
         self.steps += len(episode.steps)
+        self.unlisted += unlisted_steps(episode)
         self.env_steps += env_steps
 
     def to_json(self) -> dict[str, Any]:
         s = max(self.seconds, 1e-9)
-        return {"episodes": self.episodes, "won": self.won, "steps": self.steps, "env_steps": self.env_steps,
+        return {"episodes": self.episodes, "won": self.won, "steps": self.steps, "unlisted": self.unlisted,
+                "env_steps": self.env_steps,
                 "seconds": self.seconds, "episodes_per_s": self.episodes / s, "steps_per_s": self.steps / s,
                 "env_steps_per_s": self.env_steps / s}
 
