@@ -142,9 +142,11 @@ def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  #
     library = tmp_path / "library.jsonl"
     listed = '{"action": "take coin", "valid_actions": ["take coin", "move east"]}'
     unlisted = '{"action": "pick up seed jar", "valid_actions": ["pick up seed plant in seed jar"]}'
-    library.write_text(f'{{"won": true, "steps": [{listed}, {unlisted}]}}\n{{"won": false, "steps": [{listed}]}}\n')
+    free = '{"action": "get_weather(city=Paris)"}'  # no list at all: not counted
+    library.write_text(f'{{"won": true, "steps": [{listed}, {unlisted}]}}\n'
+                       f'{{"won": false, "steps": [{listed}, {free}]}}\n')
     demos = library_tally(library)
-    assert (demos["episodes"], demos["won"], demos["steps"], demos["unlisted"]) == (2, 1, 3, 1)
+    assert (demos["episodes"], demos["won"], demos["steps"], demos["unlisted"]) == (2, 1, 4, 1)
     result = quality_summary(suite, False, rows, demos, [{"seed": 0}], {"total_s": 1.0}, {})
     assert result["comparisons"] == {}  # no baselines played
     assert [a["env_steps_per_step_mean"] for a in result["agents"]] == [30.0, 5.0]

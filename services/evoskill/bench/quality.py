@@ -151,7 +151,8 @@ def library_tally(path: Path) -> dict[str, Any]:
     episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     steps = [step for e in episodes for step in e.get("steps", [])]
     return {"episodes": len(episodes), "won": sum(bool(e.get("won")) for e in episodes), "steps": len(steps),
-            "unlisted": sum(step.get("action") not in step.get("valid_actions", ()) for step in steps),
+            "unlisted": sum(bool(step.get("valid_actions")) and step.get("action") not in step["valid_actions"]
+                            for step in steps),
             "seconds": 0.0, "episodes_per_s": 0.0,
             "reused": str(path)}
 

@@ -209,8 +209,9 @@ def unlisted_steps(episode: events_pb2.EpisodeCompleted) -> int:
     """The episode's steps whose action is not among the step's valid actions as the environment listed them.
     θ and search choose among the listed actions only, so no agent is ever offered such a step's action:
     ScienceWorld's list is incomplete, and its gold paths take actions it accepts but does not list ("pick up
-    seed jar" in grow-plant, where the list names "pick up seed plant in seed jar")."""
-    return sum(step.action.text not in step.target.actions for step in episode.steps)
+    seed jar" in grow-plant, where the list names "pick up seed plant in seed jar"). A step with no list at all
+    (a tool call an LLM writes) is not counted."""
+    return sum(bool(step.target.actions) and step.action.text not in step.target.actions for step in episode.steps)
 
 
 @dataclass
