@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,9 +43,11 @@ def run(tree: Path, ids: list[str]) -> tuple[float, str]:
 
 
 def _env(tree: Path) -> dict[str, str]:
-    import os
-
     return {**os.environ, "PYTHONPATH": str(tree / "services")}
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def main() -> None:
@@ -53,14 +56,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    before = subprocess.run(["git", "rev-parse", args.before], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    now = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    before, now = _git("rev-parse", args.before), _git("rev-parse", "HEAD")
+    uncommitted = bool(_git("status", "--porcelain", "--untracked-files=no"))  # "now" is the working tree
     with tempfile.TemporaryDirectory() as scratch:
         old = Path(scratch) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(old), before], cwd=ROOT, check=True,
-                       capture_output=True)
+        _git("worktree", "add", "--detach", str(old), before)
         try:
             old_ids, new_ids = collected(old), collected(ROOT)
             ids = sorted(old_ids & new_ids)
@@ -77,7 +77,8 @@ def main() -> None:
     print(f"now / before (medians): {ratio:.2f}")
     if args.json:
         args.json.write_text(json.dumps({
-            "before": before, "now": now, "tests_before": len(old_ids), "tests_now": len(new_ids),
+            "before": before, "now": now, "now_uncommitted_changes": uncommitted,
+            "tests_before": len(old_ids), "tests_now": len(new_ids),
             "tests_compared": len(ids), "wall_s": times, "ratio_of_medians": ratio,
             "command": ["python", "-m", "tests.suite_time", *sys.argv[1:]],
         }, indent=2) + "\n")
