@@ -12,8 +12,11 @@ from rich.console import Console
 from evoskill.bench.outer_loop import AgentRow
 from evoskill.bench.quality import GAME_CACHE_VAR, quality_summary, setting_overrides, shared_game_cache, show_quality
 from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve, with_budget
+from evoskill.common.v1 import common_pb2
 from evoskill.envs import parse_spec
 from evoskill.envs.scienceworld_env import scienceworld_available
+from evoskill.events.v1 import events_pb2
+from evoskill.library.jsonl import write_jsonl
 
 
 def test_the_issue_suites_are_there_with_their_protocols() -> None:
@@ -128,6 +131,15 @@ def test_a_shortened_library_is_asked_of_demos_and_said_in_the_budget(tmp_path, 
     assert "--shorten" not in calls[1]
 
 
+def library_episode(episode_id: str, won: bool, steps: list[tuple[str, list[str]]]) -> events_pb2.EpisodeCompleted:
+    """A library episode of (action taken, the actions listed) steps."""
+    return events_pb2.EpisodeCompleted(
+        episode_id=episode_id, env_spec="twx:coin", fold="train", agent="demo", won=won,
+        steps=[events_pb2.EpisodeStep(index=i, action=common_pb2.Action(text=action),
+                                      target=events_pb2.SearchTarget(actions=listed))
+               for i, (action, listed) in enumerate(steps)])
+
+
 def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from evoskill.bench.quality import agent_rows, library_tally
 
@@ -140,13 +152,14 @@ def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  #
     rows[0].record({"success_rate": 1.0, "mean_score": 1.0, "mean_env_steps": 300.0, "mean_steps": 10.0})
     rows[1].record({"success_rate": 0.9, "mean_score": 0.9, "mean_env_steps": 40.0, "mean_steps": 8.0})
     library = tmp_path / "library.jsonl"
-    listed = '{"action": "take coin", "valid_actions": ["take coin", "move east"]}'
-    unlisted = '{"action": "pick up seed jar", "valid_actions": ["pick up seed plant in seed jar"]}'
-    free = '{"action": "get_weather(city=Paris)"}'  # no list at all: not counted
-    library.write_text(f'{{"won": true, "steps": [{listed}, {unlisted}]}}\n'
-                       f'{{"won": false, "steps": [{listed}, {free}]}}\n')
+    listed = ("take coin", ["take coin", "move east"])
+    unlisted = ("pick up seed jar", ["pick up seed plant in seed jar"])
+    free = ("get_weather(city=Paris)", [])  # no list at all (an LLM's tool call): not counted
+    with library.open("w") as out:
+        write_jsonl([library_episode("a", True, [listed, unlisted]), library_episode("b", False, [listed, free])], out)
     demos = library_tally(library)
     assert (demos["episodes"], demos["won"], demos["steps"], demos["unlisted"]) == (2, 1, 4, 1)
+    assert demos["seconds"] == demos["episodes_per_s"] == 0.0  # reused: no time spent, no rate
     result = quality_summary(suite, False, rows, demos, [{"seed": 0}], {"total_s": 1.0}, {})
     assert result["comparisons"] == {}  # no baselines played
     assert [a["env_steps_per_step_mean"] for a in result["agents"]] == [30.0, 5.0]

@@ -147,14 +147,15 @@ def agent_rows(budget: Budget, agents: Sequence[str] = AGENTS) -> list[AgentRow]
 
 
 def library_tally(path: Path) -> dict[str, Any]:
-    """A library reused from an earlier run (`--library`), tallied as `evoskill demos --json` reports one."""
-    episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    steps = [step for e in episodes for step in e.get("steps", [])]
-    return {"episodes": len(episodes), "won": sum(bool(e.get("won")) for e in episodes), "steps": len(steps),
-            "unlisted": sum(bool(step.get("valid_actions")) and step.get("action") not in step["valid_actions"]
-                            for step in steps),
-            "seconds": 0.0, "episodes_per_s": 0.0,
-            "reused": str(path)}
+    """A library reused from an earlier run (`--library`), tallied as `evoskill demos --json` reports one (no
+    time spent, no environment step); a bad line fails here, named by its number."""
+    from evoskill.library.generate import Throughput
+    from evoskill.library.jsonl import read_jsonl
+
+    tally = Throughput()
+    for episode in read_jsonl(path):
+        tally.add(episode, 0)
+    return {**tally.to_json(), "reused": str(path)}
 
 
 def run_quality_bench(suite: Suite, quick: bool, seeds: int, workers: int, overrides: dict[str, str],

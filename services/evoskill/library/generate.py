@@ -231,11 +231,11 @@ class Throughput:
         self.env_steps += env_steps
 
     def to_json(self) -> dict[str, Any]:
-        s = max(self.seconds, 1e-9)
+        per_s = 1 / self.seconds if self.seconds > 0 else 0.0  # no time measured (a reused library): no rates
         return {"episodes": self.episodes, "won": self.won, "steps": self.steps, "unlisted": self.unlisted,
                 "env_steps": self.env_steps,
-                "seconds": self.seconds, "episodes_per_s": self.episodes / s, "steps_per_s": self.steps / s,
-                "env_steps_per_s": self.env_steps / s}
+                "seconds": self.seconds, "episodes_per_s": self.episodes * per_s, "steps_per_s": self.steps * per_s,
+                "env_steps_per_s": self.env_steps * per_s}
 
 
 def generate(spec: str, fold: str, seeds: Sequence[int], *, workers: int = 1, seen: bool = True, max_steps: int = 1000,
