@@ -28,6 +28,7 @@ from evoskill.bench.quality import online_only
 from evoskill.bench.suites import SUITES
 from evoskill.core.errors import InvalidInput
 from evoskill.core.search_config import SearchConfig
+from tests.library_lines import library_episode, write_library
 
 ROWS = {a.name: a for a in ABLATIONS}
 
@@ -145,7 +146,7 @@ def row_record(folder: Path, seed: int, name: str, library: Path, success: float
 def test_an_earlier_runs_rows_fill_the_table_without_playing_them(monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path: Path) -> None:
     library = tmp_path / "library.jsonl"
-    library.write_text(json.dumps({"won": True, "steps": [{"action": "go"}]}) + "\n")
+    write_library(library, [library_episode("a", True, [("go", ["go"])])])
     records = [row_record(tmp_path, 0, a.name, library, 0.5 if a.name == "no memory" else 1.0) for a in ABLATIONS]
 
     def no_stack(*_: object, **__: object) -> None:
@@ -164,7 +165,7 @@ def test_an_earlier_runs_rows_fill_the_table_without_playing_them(monkeypatch: p
 def test_a_row_record_that_measured_something_else_is_refused_before_the_library(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     library = tmp_path / "library.jsonl"
-    library.write_text("{}\n")
+    write_library(library, [library_episode("a", True, [("go", ["go"])])])
     other = row_record(tmp_path, 0, "no memory", library, 1.0, settings={"EVOSKILL_SEARCH__MEMORY_WEIGHT": "0"})
 
     def no_library(*_: object, **__: object) -> None:
@@ -178,7 +179,7 @@ def test_a_row_record_that_measured_something_else_is_refused_before_the_library
                            [row_record(tmp_path, 0, "full system", library, 1.0)])
     monkeypatch.undo()
     changed = tmp_path / "changed.jsonl"
-    changed.write_text("{}\n{}\n")  # other bytes: another θ
+    write_library(changed, [library_episode("b", False, [("stay", ["go", "stay"])])])  # another library: another θ
     same = row_record(tmp_path, 0, "no memory", library, 1.0)
     with pytest.raises(InvalidInput, match="cloned θ on another library: its library_digest is 'sha256:"):
         run_ablation_bench(SUITES["coin"], True, 1, 1, {}, tmp_path / "work", None, changed, 0, [same])
@@ -186,7 +187,7 @@ def test_a_row_record_that_measured_something_else_is_refused_before_the_library
 
 def test_what_is_not_a_row_record_is_named(tmp_path: Path) -> None:
     library = tmp_path / "library.jsonl"
-    library.write_text("{}\n")
+    write_library(library, [library_episode("a", True, [("go", ["go"])])])
     junk = tmp_path / "junk.json"
     junk.write_text('{"seed": 0}')
     with pytest.raises(InvalidInput, match=r"junk\.json: not a row record"):

@@ -12,11 +12,9 @@ from rich.console import Console
 from evoskill.bench.outer_loop import AgentRow
 from evoskill.bench.quality import GAME_CACHE_VAR, quality_summary, setting_overrides, shared_game_cache, show_quality
 from evoskill.bench.suites import SCIENCEWORLD_TASKS, SUITES, resolve, with_budget
-from evoskill.common.v1 import common_pb2
 from evoskill.envs import parse_spec
 from evoskill.envs.scienceworld_env import scienceworld_available
-from evoskill.events.v1 import events_pb2
-from evoskill.library.jsonl import write_jsonl
+from tests.library_lines import library_episode, write_library
 
 
 def test_the_issue_suites_are_there_with_their_protocols() -> None:
@@ -131,15 +129,6 @@ def test_a_shortened_library_is_asked_of_demos_and_said_in_the_budget(tmp_path, 
     assert "--shorten" not in calls[1]
 
 
-def library_episode(episode_id: str, won: bool, steps: list[tuple[str, list[str]]]) -> events_pb2.EpisodeCompleted:
-    """A library episode of (action taken, the actions listed) steps."""
-    return events_pb2.EpisodeCompleted(
-        episode_id=episode_id, env_spec="twx:coin", fold="train", agent="demo", won=won,
-        steps=[events_pb2.EpisodeStep(index=i, action=common_pb2.Action(text=action),
-                                      target=events_pb2.SearchTarget(actions=listed))
-               for i, (action, listed) in enumerate(steps)])
-
-
 def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from evoskill.bench.quality import agent_rows, library_tally
 
@@ -155,8 +144,8 @@ def test_a_subset_of_the_rows_compares_only_what_it_played(tmp_path) -> None:  #
     listed = ("take coin", ["take coin", "move east"])
     unlisted = ("pick up seed jar", ["pick up seed plant in seed jar"])
     free = ("get_weather(city=Paris)", [])  # no list at all (an LLM's tool call): not counted
-    with library.open("w") as out:
-        write_jsonl([library_episode("a", True, [listed, unlisted]), library_episode("b", False, [listed, free])], out)
+    write_library(library, [library_episode("a", True, [listed, unlisted]),
+                            library_episode("b", False, [listed, free])])
     demos = library_tally(library)
     assert (demos["episodes"], demos["won"], demos["steps"], demos["unlisted"]) == (2, 1, 4, 1)
     assert demos["seconds"] == demos["episodes_per_s"] == 0.0  # reused: no time spent, no rate
