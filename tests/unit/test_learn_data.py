@@ -201,6 +201,25 @@ def test_a_demonstrated_unlisted_action_is_imitated_as_its_listed_equivalent() -
     assert example.actions[example.taken] == "focus on turtle turtle" and example.visit_probs[example.taken] == 1.0
 
 
+def test_a_demonstrated_action_no_list_names_becomes_a_candidate_of_its_step() -> None:
+    """ScienceWorld never lists "pick up seed jar", which its grow-plant gold paths take: θ learns to choose it."""
+    step = make_step("Grow a plant.", "You see a seed jar.", ["pick up seed jar", "focus on seed jar"], 0,
+                     template="pick up X")
+    step.transition.before.ClearField("valid_actions")
+    step.transition.before.valid_actions.append("focus on seed jar")
+    step.target.actions.append("focus on seed jar")
+    step.target.templates.append("focus on X")
+    step.target.seen.append(True)
+    (example,) = episode_examples(make_episode("e", [step], won=True))
+    assert example.unlisted and example.actions == ("focus on seed jar", "pick up seed jar")
+    assert example.taken == 1 and example.visit_probs.tolist() == [0.0, 1.0]
+    assert example.templates == ("focus on X", "pick up X") and example.seen == (True, False)
+    searched = make_step("Grow a plant.", "You see a seed jar.", ["focus on seed jar", "wait"], 0, visits=[1, 1])
+    searched.transition.action.text = "pick up seed jar"  # a search's step that took what it did not consider
+    (kept,) = episode_examples(make_episode("s", [searched]))
+    assert not kept.unlisted and kept.actions == ("focus on seed jar", "wait") and kept.taken == -1
+
+
 def test_theta_can_read_the_last_actions_taken_as_the_planner_gives_them() -> None:
     steps = [make_step("g", f"o{i}", ["go east", "go south"], i % 2, visits=[1, 1]) for i in range(3)]
     examples = episode_examples(make_episode("e", steps))

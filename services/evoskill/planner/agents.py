@@ -30,6 +30,7 @@ from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn, llm_priors, memories, novelty, revisits, theta, visit_counts
+from evoskill.core.search.demonstrated import demonstrations, together
 from evoskill.core.search.mcts import SearchOutOfTime
 from evoskill.core.search.model import Advice, ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
@@ -227,7 +228,8 @@ class PolicyAgent:
     def act(self, step: Step) -> Decision:
         recalled = self.tools.recall(self.env_spec, step.observation, self.config, step.memory)
         target = candidates_target(step)
-        env = self.tools.candidates(step, target)
+        env = self.tools.candidates(step, target, taught(self.policy))
+        log_rejected(env)
         env.advice += [theta(self.policy), *self.tools.advice(recalled(), self.config, with_llm=False)]
         evaluation = env.advise([()])
         (logits,) = evaluation.logits or []
@@ -264,7 +266,7 @@ class SearchAgent:
         recalled = self.tools.recall(self.env_spec, step.observation, config, step.memory)
         advisor = self.tools.llm_advisor(step, recalled) if self.with_llm else None
         usage = Usage()
-        propose = advisor.proposer(usage) if advisor is not None else None
+        propose = together(advisor.proposer(usage) if advisor is not None else None, taught(self.policy))
         env = self.tools.model(step, config, self.policy, propose)
         with tracer().start_as_current_span("planner.search") as span:
             try:
@@ -392,9 +394,15 @@ class LlmAgent:
                         env_seconds=env.env_seconds, value=float(evaluation.values[0]), llm=usage)
 
 
+def taught(policy: PolicyFn | None) -> ProposeFn | None:
+    """The unlisted actions θ was taught, proposed where the state names their objects; None where it has none."""
+    actions = getattr(policy, "demonstrated", ())
+    return demonstrations(actions) if actions else None
+
+
 def log_rejected(env: SearchModel) -> None:
     for action, why in env.rejected:
-        log.info("the environment refused the LLM's action %r: %s", action[:200], why[:300])
+        log.info("the environment refused the proposed action %r: %s", action[:200], why[:300])
 
 
 # -- the factory ----------------------------------------------------------------------------------------------

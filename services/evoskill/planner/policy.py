@@ -54,12 +54,14 @@ class PolicyRefused(FailedPrecondition):
 
 class OnnxPolicyFn:
     """`PolicyFn` over an exported policy: [(goal, observation, actions, templates)] -> (logits, values).
-    `dynamics`: the dynamics model fitted beside θ, where its file has one (search's curiosity)."""
+    `dynamics`: the dynamics model fitted beside θ, where its file has one (search's curiosity); `demonstrated`:
+    the unlisted actions it was taught (core/search/demonstrated.py)."""
 
     def __init__(self, policy: OnnxPolicy, version: str) -> None:
         self.policy = policy
         self.version = version
         self.dynamics = policy.dynamics
+        self.demonstrated = policy.demonstrated  # actions no environment listed that θ was taught to take
         self.room_marks = bool(policy.net_config.get("room_marks", False))  # θ reads the rooms candidates lead to
         self.recent_actions = int(policy.net_config.get("recent_actions", 0))  # and the state with its last actions
 

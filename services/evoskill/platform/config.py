@@ -295,6 +295,11 @@ class LearnerSettings(_Group):
         "the exact-match features, the clauses a candidate names and MaxSim against them do the reading, at half "
         "the cost)"
     )
+    demonstrated_actions: int = Field(
+        64, ge=0, le=256, description="θ's file names up to this many demonstrated actions the environment did not "
+        "list (ScienceWorld's 'pick up seed jar'), the most trained on first; the planner offers each where the state "
+        "names its objects (core/search/demonstrated.py); 0 = off"
+    )
     rename_share: float = Field(
         0.0, ge=0.0, le=1.0, description="Share of training steps shown in a renamed world: the objects the goal and "
         "the taken action share swapped, through goal, observation and candidates, for other steps' (core/learn/"

@@ -3,7 +3,10 @@
 An `EpisodeCompleted` from the planner becomes one `Example` per step: the state as text, the
 candidate actions and their skills (templates), the search's visit distribution and Q values, and
 the discounted return. Steps without search statistics (demonstrations, gold paths in the offline
-library) become imitation examples: a one-hot visit distribution on the action taken, no Q values.
+library) become imitation examples: a one-hot visit distribution on the action taken, no Q values. A
+demonstrated action the environment did not list (ScienceWorld's "pick up seed jar") becomes a candidate of
+its own step: θ learns to choose it, and the planner offers it where the state names its objects
+(core/search/demonstrated.py).
 
 `make_inputs` turns states and candidates into padded arrays (text vectors for the MLP encoder, token
 ids for the reader, see `tokens`); the learner's batches and the planner's `PolicyScorer` both go
@@ -26,7 +29,7 @@ from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
 from evoskill.core.rooms import RoomMap, room_of
 from evoskill.core.state_text import MAX_RECENT, candidate_text, notes_after, state_text, with_recent
 from evoskill.envs.base import heuristic_template
-from evoskill.events.v1.events_pb2 import EpisodeCompleted
+from evoskill.events.v1.events_pb2 import EpisodeCompleted, SearchTarget
 
 TemplateFn = Callable[[str], str]
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -78,6 +81,7 @@ class Example:
     transition: tuple[str, ...] = field(default=())
     leads: tuple[tuple[str, ...], ...] = field(default=())  # per action: the known rooms it leads to (core/rooms.py)
     recent: tuple[str, ...] = field(default=())  # the episode's last actions before this step (≤ MAX_RECENT)
+    unlisted: bool = False  # `taken` is a demonstration's action the environment did not list, added last
 
     def state(self, recent: int = 0) -> tuple[str, str]:
         """(goal text, observation text) θ reads, with the `recent` last actions where its NetConfig says so."""
@@ -93,13 +97,33 @@ class Example:
         return [(candidate_text(self.actions[i], seen[i], leads[i]), self.templates[i]) for i in rows]
 
 
+def searched(target: SearchTarget, n: int) -> bool:
+    """The step's target holds a search's visits over its `n` candidates."""
+    return len(target.visit_probs) == n and sum(target.visit_probs) > 0
+
+
+def unlisted_candidate(target: SearchTarget, action: str, template: str) -> SearchTarget:
+    """`target` with `action` appended as its last candidate: the templates and seen marks kept aligned where
+    they were (it has not been seen: it was never stepped as a candidate)."""
+    grown = SearchTarget()
+    grown.CopyFrom(target)
+    n = len(target.actions)
+    grown.actions.append(action)
+    if len(target.templates) == n:
+        grown.templates.append(template)
+    if len(target.seen) == n:
+        grown.seen.append(False)
+    return grown
+
+
 def episode_examples(
     episode: EpisodeCompleted, gamma: float = 0.97, template_of: TemplateFn = heuristic_template
 ) -> list[Example]:
     """One example per step of `episode`; steps with no candidate actions are dropped.
 
     Candidates are the step's target actions (the state's valid actions; the search's statistics where it
-    searched), else the executed action alone. Templates come from the target where the planner recorded
+    searched), else the executed action alone; an unsearched step's action the list does not name (nor a
+    listed equivalent) is appended to them. Templates come from the target where the planner recorded
     them, else the executed action's from the step and the others' from `template_of`.
     """
     returns: list[float] = []
@@ -129,12 +153,17 @@ def episode_examples(
         if not actions:
             continue
         taken = actions.index(taken_text) if taken_text in actions else listed_equivalent(taken_text, actions)
+        unlisted = taken < 0 and bool(taken_text) and not searched(target, len(actions)) and not step.exploration
+        if unlisted:  # a demonstration's own action, which the list never names: a candidate of its step
+            actions, taken = (*actions, taken_text), len(actions)
+            target = unlisted_candidate(target, taken_text, taken_template)
+            leads = (*leads, ()) if leads else ()  # as known before the step: it leads to no room known then
         if len(target.templates) == len(actions):
             templates = tuple(target.templates)  # the environment's own templates, from the planner
         else:
             templates = tuple(taken_template if a == taken_text else template_of(a) for a in actions)
         n = len(actions)
-        if len(target.visit_probs) == n and sum(target.visit_probs) > 0:  # searched
+        if searched(target, n):
             visits = np.asarray(target.visit_probs, dtype=np.float32)
             visits /= visits.sum()
             q = np.asarray(target.q_values, dtype=np.float32) if len(target.q_values) == n else np.zeros(n, np.float32)
@@ -170,6 +199,7 @@ def episode_examples(
                 transition=(before.text, taken_text, step.observation.text),
                 leads=leads if len(leads) == n else (),
                 recent=recent,
+                unlisted=unlisted,
             )
         )
     return examples

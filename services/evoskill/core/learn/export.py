@@ -36,14 +36,30 @@ from evoskill.core.learn.features import featurizer_from_spec
 from evoskill.core.learn.networks import PolicyValueNet, SkillVocab
 from evoskill.core.learn.reader import ReaderNet
 from evoskill.core.learn.tokens import TokenFeaturizer
+from evoskill.core.limits import MAX_ACTION
 from evoskill.core.reward.dynamics import DynamicsWeights
 
 OUTPUTS = ("logits", "value")
 DYNAMICS_KEY = "evoskill.dynamics"
+DEMONSTRATED_KEY = "evoskill.demonstrated"
+MAX_DEMONSTRATED = 256  # = LearnerSettings.demonstrated_actions' bound
 _FILE = re.compile(r"^policy-v(\d+)\.onnx$")
 
 States = Sequence[tuple[str, str]]
 Candidates = Sequence[Sequence[tuple[str, str]]]
+
+
+def demonstrated_actions(raw: str) -> tuple[str, ...]:
+    """The demonstrated actions a policy file's metadata names; ValueError naming what is wrong with them."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"its {DEMONSTRATED_KEY} metadata is not JSON ({exc.msg})") from None
+    if not isinstance(value, list) or not all(isinstance(a, str) and 0 < len(a) <= MAX_ACTION for a in value):
+        raise ValueError(f"its {DEMONSTRATED_KEY} metadata is not a list of action texts (1-{MAX_ACTION} chars)")
+    if len(value) > MAX_DEMONSTRATED:
+        raise ValueError(f"its {DEMONSTRATED_KEY} metadata names {len(value)} actions (at most {MAX_DEMONSTRATED})")
+    return tuple(value)
 
 
 def policy_file_name(version: int) -> str:
@@ -72,9 +88,11 @@ def export_policy(
     *,
     opset: int = 17,
     dynamics: DynamicsWeights | None = None,
+    demonstrated: Sequence[str] = (),
 ) -> Path:
     """Write the network as `directory/policy-v{version:06d}.onnx`, atomically (with `dynamics` in its
-    metadata where given); returns the path."""
+    metadata where given, and the demonstrated actions θ was taught that no environment listed); returns the
+    path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     cfg = net.config
@@ -105,6 +123,7 @@ def export_policy(
             "evoskill.vocab": json.dumps(vocab.to_dict()),
             "evoskill.net_config": json.dumps(cfg.to_dict()),
             **({DYNAMICS_KEY: dynamics.to_json()} if dynamics is not None else {}),
+            **({DEMONSTRATED_KEY: json.dumps(list(demonstrated))} if demonstrated else {}),
         }
         for key, value in meta.items():
             model.metadata_props.add(key=key, value=value)
@@ -167,6 +186,11 @@ class OnnxPolicy(_Scorer):
         self.vocab = SkillVocab.from_dict(json.loads(meta["evoskill.vocab"]))
         self.net_config: dict[str, Any] = json.loads(meta["evoskill.net_config"])
         self.dynamics = DynamicsWeights.from_json(meta[DYNAMICS_KEY]) if DYNAMICS_KEY in meta else None
+        self.malformed: str | None = None  # what is wrong with its metadata (`unfit` refuses it)
+        try:
+            self.demonstrated = demonstrated_actions(meta.get(DEMONSTRATED_KEY, "[]"))
+        except ValueError as exc:
+            self.demonstrated, self.malformed = (), str(exc)
         if featurizer is None:
             featurizer = text_encoder_from_spec(self.featurizer_spec, cache_dir=cache_dir)
         elif featurizer.spec != self.featurizer_spec:
@@ -190,6 +214,8 @@ def unfit(policy: OnnxPolicy) -> str | None:
         values = numpy_helper.to_array(weight)
         if values.dtype.kind == "f" and not np.isfinite(values).all():
             return f"weight {weight.name} holds {int((~np.isfinite(values)).sum())} non-finite values"
+    if policy.malformed is not None:
+        return policy.malformed
     if policy.dynamics is not None and not policy.dynamics.finite():
         return "its dynamics model's weights are not all finite"
     priors, values = policy.score(_PROBE_STATES, _PROBE_CANDIDATES)

@@ -32,6 +32,7 @@ import copy
 import os
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -149,6 +150,9 @@ class Learner:
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.settings.lr)
         self.dynamics = (DynamicsCuriosity(c.dynamics_dim, c.dynamics_dim, hidden=c.dynamics_hidden,
                                            lr=c.dynamics_lr, seed=c.seed) if c.dynamics_steps > 0 else None)
+        # Demonstrated actions the environment did not list, by the times θ was trained on them: exported with θ
+        # (the most frequent `learner.demonstrated_actions`), so the planner offers them (core/search/demonstrated.py).
+        self.demonstrated: Counter[str] = Counter()
         self.steps = 0
         self.skipped_steps = 0  # updates refused for a non-finite loss or gradient
         self.version = 0
@@ -301,6 +305,7 @@ class Learner:
                 continue
             self.replay.update_priorities(sample.keys, surprise.tolist())
             transitions.update((ex.transition, None) for ex in sample.examples if len(ex.transition) == 3)
+            self.demonstrated.update(ex.actions[ex.taken] for ex in sample.examples if ex.unlisted)
             for k, v in metrics.items():
                 totals[k] = totals.get(k, 0.0) + v
             done += 1
@@ -357,6 +362,7 @@ class Learner:
             "featurizer": self.featurizer.spec,
             "steps": self.steps,
             "version": self.version,
+            "demonstrated": dict(self.demonstrated),
             **({"dynamics": self.dynamics.state_dict()} if self.dynamics is not None else {}),
         }
 
@@ -385,11 +391,14 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.vocab = SkillVocab.from_dict(state["vocab"])
         self.steps, self.version = int(state["steps"]), int(state["version"])
+        self.demonstrated = Counter({str(a): int(n) for a, n in state.get("demonstrated", {}).items()})
         if "dynamics" in state and self.dynamics is not None:  # a checkpoint from before it keeps a fresh one
             self.dynamics = DynamicsCuriosity.from_state_dict(state["dynamics"])
 
     def export(self, directory: str | Path) -> Path:
         """Publish the next policy version as ONNX (see `export.export_policy`)."""
         self.version += 1
+        limit = self.settings.demonstrated_actions
         return export_policy(self.net, self.vocab, self.featurizer.spec, directory, self.version,
-                             dynamics=self.dynamics.weights() if self.dynamics is not None else None)
+                             dynamics=self.dynamics.weights() if self.dynamics is not None else None,
+                             demonstrated=[a for a, _ in self.demonstrated.most_common(limit)])
