@@ -210,10 +210,14 @@ def test_a_demonstrated_action_no_list_names_becomes_a_candidate_of_its_step() -
     step.target.actions.append("focus on seed jar")
     step.target.templates.append("focus on X")
     step.target.seen.append(True)
+    step.transition.before.inventory = "In your inventory, you see: an orange"
+    step.transition.after.inventory = "In your inventory, you see: a seed jar, an orange"
     (example,) = episode_examples(make_episode("e", [step], won=True))
     assert example.unlisted and example.actions == ("focus on seed jar", "pick up seed jar")
     assert example.taken == 1 and example.visit_probs.tolist() == [0.0, 1.0]
     assert example.templates == ("focus on X", "pick up X") and example.seen == (True, False)
+    step.transition.after.inventory = step.transition.before.inventory  # it changed nothing: a door already open
+    assert not episode_examples(make_episode("e", [step], won=True))  # nothing to imitate
     searched = make_step("Grow a plant.", "You see a seed jar.", ["focus on seed jar", "wait"], 0, visits=[1, 1])
     searched.transition.action.text = "pick up seed jar"  # a search's step that took what it did not consider
     (kept,) = episode_examples(make_episode("s", [searched]))

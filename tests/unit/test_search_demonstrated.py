@@ -86,6 +86,7 @@ def test_theta_learns_and_its_file_names_the_demonstrated_actions_no_list_named(
     step.transition.before.ClearField("valid_actions")
     step.transition.before.valid_actions.extend(LISTED)
     step.target.actions.extend(LISTED)
+    step.transition.before.look, step.transition.after.look = ROOM, ROOM.replace("a seed jar, ", "")
     replay = MixedReplay(seed=0)
     replay.add(make_episode("demo", [step], won=True), offline=True)
     learner = Learner(HashingFeaturizer(32), FAST, SMALL, replay)

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from evoskill.common.v1.common_pb2 import Observation
 from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
 from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
@@ -102,6 +103,12 @@ def searched(target: SearchTarget, n: int) -> bool:
     return len(target.visit_probs) == n and sum(target.visit_probs) > 0
 
 
+def changed(before: Observation, after: Observation, notes_before: str, notes: str) -> bool:
+    """A step changed the room, the inventory or the notes: ScienceWorld's gold paths open doors already open
+    ("open door to kitchen", unlisted there), a no-op the planner would never offer."""
+    return before.look != after.look or before.inventory != after.inventory or notes_before != notes
+
+
 def unlisted_candidate(target: SearchTarget, action: str, template: str) -> SearchTarget:
     """`target` with `action` appended as its last candidate: the templates and seen marks kept aligned where
     they were (it has not been seen: it was never stepped as a candidate)."""
@@ -153,7 +160,8 @@ def episode_examples(
         if not actions:
             continue
         taken = actions.index(taken_text) if taken_text in actions else listed_equivalent(taken_text, actions)
-        unlisted = taken < 0 and bool(taken_text) and not searched(target, len(actions)) and not step.exploration
+        unlisted = (taken < 0 and bool(taken_text) and not searched(target, len(actions)) and not step.exploration
+                    and changed(before, step.observation, notes_before, notes))
         if unlisted:  # a demonstration's own action, which the list never names: a candidate of its step
             actions, taken = (*actions, taken_text), len(actions)
             target = unlisted_candidate(target, taken_text, taken_template)
