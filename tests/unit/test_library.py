@@ -203,6 +203,9 @@ def test_listed_forms_leave_qualifiers_out_and_read_verb_aliases() -> None:
     wires = ["connect anode in solar panel to black wire terminal 1", "connect anode in generator to black wire "
              "terminal 1", "connect black wire terminal 1 to anode in solar panel"]
     assert listed_forms("connect solar panel anode to black wire terminal 1", wires) == [wires[0]]
+    seeds = ["move apple seed in the seed stage on seed jar to flower pot 3", "move apple seed in the seed stage on "
+             "seed jar to flower pot 1", "move flower pot 3 to apple seed in the seed stage on seed jar"]
+    assert listed_forms("move apple seed in seed jar to flower pot 3", seeds) == [seeds[0]]  # qualifiers between
     animals = ["focus on turtle", "focus on hatchling turtle", "focus on beaver"]
     assert listed_forms("focus on hatchling turtle in outside", animals) == ["focus on hatchling turtle",
                                                                             "focus on turtle"]

@@ -74,13 +74,21 @@ _PLACE = re.compile(r" in (?!.* (?:in|on|to|into|from|with) )[^ ].*$")
 _MOST_FORMS = 4  # each form is probed (on ScienceWorld a reset and a replay): the closest few
 
 
+def _qualified(words: Sequence[str], longer: Sequence[str]) -> bool:
+    """`longer` says `words` in order, with the same first and last word and qualifiers between ("move apple seed
+    in the seed stage on seed jar to flower pot 3" for ScienceWorld's gold "move apple seed in seed jar to flower
+    pot 3")."""
+    rest = iter(longer)
+    return bool(words) and words[0] == longer[0] and words[-1] == longer[-1] and all(w in rest for w in words)
+
+
 def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
     """The listed actions that may be `action` written otherwise, closest first: its words with qualifiers left
     out or in another order (ScienceWorld's gold paths say "use thermometer in inventory on chocolate", "connect
     solar panel anode to …", "focus on hatchling turtle in outside" where its list says "use thermometer on
     chocolate", "connect anode in solar panel to …", "focus on hatchling turtle"), a word prefix of it or it of
-    them, or a verb's alias ("examine X" for "look at X"). Only candidates: the environment decides which does
-    the same."""
+    them, it with qualifiers between its words, or a verb's alias ("examine X" for "look at X"). Only candidates:
+    the environment decides which does the same."""
     if action in listed:
         return []
     spellings = {action: 0} | {alias + action[len(verb):]: 0 for verb, alias in VERB_ALIASES
@@ -98,10 +106,13 @@ def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
 
 def _distance(candidate: str, spelled: str) -> int | None:
     """The words one has that the other has not, where `candidate` may be `spelled` written otherwise: one a word
-    prefix of the other, or the same verb and last word with no word `spelled` lacks but joining ones; else None."""
+    prefix of the other, `candidate` its words in order with qualifiers between, or the same verb and last word
+    with no word `spelled` lacks but joining ones; else None."""
     if candidate.startswith(spelled + " ") or spelled.startswith(candidate + " "):
         return abs(len(candidate.split()) - len(spelled.split()))
     short, long = candidate.split(), spelled.split()
+    if len(short) > len(long) and _qualified(long, short):
+        return len(short) - len(long)
     if not short or not long or short[0] != long[0] or short[-1] != long[-1] or not set(short) - _LINKS <= set(long):
         return None
     return len(set(long) ^ set(short))
