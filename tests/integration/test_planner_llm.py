@@ -335,7 +335,7 @@ async def test_the_planner_takes_the_llms_choices_as_priors_and_the_sandbox_judg
     assert fake.requests and fake.requests[0][2]["model"] == "tiny"
     assert "one per line" in fake.requests[0][2]["messages"][0]["content"]  # it was asked to propose
     assert "dance wildly" not in [s.action for s in first.search.root]
-    assert "the environment refused the LLM's action 'dance wildly'" in caplog.text
+    assert "the environment refused the proposed action 'dance wildly'" in caplog.text
     favourite = max(first.search.root, key=lambda s: s.prior)
     assert "move" in favourite.action and favourite.prior > min(s.prior for s in first.search.root)
     assert first.llm.requests == 1 and first.llm.prompt_tokens > 0 and first.llm.completion_tokens == COMPLETION_TOKENS
