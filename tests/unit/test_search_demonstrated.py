@@ -17,7 +17,7 @@ from evoskill.core.learn.replay import MixedReplay
 from evoskill.core.llm.prompt import LlmAnswer
 from evoskill.core.reward import Scorer
 from evoskill.core.search import SearchConfig
-from evoskill.core.search.demonstrated import demonstrations, object_words, plausible, together
+from evoskill.core.search.demonstrated import demonstrations, named, plausible, together
 from evoskill.core.search.model import SearchModel
 from evoskill.platform.config import LearnerSettings, RewardSettings
 from evoskill.sandbox.v1 import sandbox_pb2
@@ -29,12 +29,12 @@ ROOM = "This room is called the kitchen. In it, you see: a seed jar, a counter"
 
 
 def test_an_action_is_plausible_where_the_state_names_its_objects() -> None:
-    assert object_words("pick up seed jar") == {"seed", "jar"}
-    assert object_words("read recipe in inventory") == {"recipe", "inventory"}
-    demonstrated = ["pick up seed jar", "pick up metal pot", "focus on seed jar", "look around"]
+    assert named(["pick up seed jar", "read recipe in inventory"]) == [
+        ("pick up seed jar", {"seed", "jar"}), ("read recipe in inventory", {"recipe", "inventory"})]
+    demonstrated = named(["pick up seed jar", "pick up metal pot", "focus on seed jar", "look around"])
     assert plausible(demonstrated, LISTED, ROOM) == ["pick up seed jar"]  # listed ones are the list's
     assert plausible(demonstrated, LISTED, "") == ["pick up seed jar"]  # the list names the jar too
-    assert plausible(["pick up metal pot"], LISTED, ROOM + ", a metal pot") == ["pick up metal pot"]
+    assert plausible(named(["pick up metal pot"]), LISTED, ROOM + ", a metal pot") == ["pick up metal pot"]
 
 
 def world(refused: set[str]):  # type: ignore[no-untyped-def]

@@ -10,36 +10,35 @@ step per plausible action per node, and nothing where the state names none of th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from evoskill.core.llm.prompt import LlmAnswer
+from evoskill.core.reward.history import action_arguments, words
 from evoskill.core.search.model import Path, ProposeFn, SearchModel
 from evoskill.envs.base import heuristic_template
 
-_WORDS = re.compile(r"[a-z0-9]+")
+Named = Sequence[tuple[str, frozenset[str]]]  # each action with the words it names beyond its skill's
 
 
-def object_words(action: str) -> frozenset[str]:
-    """The words `action` names beyond its skill's (`heuristic_template`): "pick up seed jar" -> {seed, jar}."""
-    skill = set(_WORDS.findall(heuristic_template(action).lower()))
-    return frozenset(w for w in _WORDS.findall(action.lower()) if w not in skill)
+def named(actions: Sequence[str]) -> Named:
+    """Each action with its arguments ("pick up seed jar" -> {seed, jar}), read once, not at every node."""
+    return [(a, action_arguments(a, heuristic_template(a))) for a in actions]
 
 
-def plausible(actions: Sequence[str], listed: Sequence[str], text: str) -> list[str]:
-    """The `actions` not in `listed` whose object words all appear in `listed` or `text` (a state's words)."""
-    named = set(_WORDS.findall(" ".join([*listed, text]).lower()))
-    here = set(listed)
-    return [a for a in actions if a not in here and object_words(a) <= named]
+def plausible(actions: Named, listed: Sequence[str], text: str) -> list[str]:
+    """The `actions` not in `listed` whose arguments all appear in `listed` or `text` (a state's words)."""
+    said, here = words(" ".join([*listed, text])), set(listed)
+    return [a for a, arguments in actions if a not in here and arguments <= said]
 
 
 def demonstrations(actions: Sequence[str]) -> ProposeFn:
     """`SearchModel.propose` offering `actions` where plausible (no ranking: θ and search judge them)."""
+    candidates = named(actions)
 
     def propose(model: SearchModel, path: Path) -> LlmAnswer | None:
         observation = model.observation(path)
         text = " ".join((observation.text, observation.look, observation.inventory))
-        new = plausible(actions, observation.valid_actions, text)
+        new = plausible(candidates, observation.valid_actions, text)
         return LlmAnswer(new=new) if new else None
 
     return propose
@@ -49,10 +48,12 @@ def together(first: ProposeFn | None, second: ProposeFn | None) -> ProposeFn | N
     """Both proposers at each node: the new actions of both, the first's ranking (the LLM's)."""
     if first is None or second is None:
         return first or second
-    one, other = first, second
+    return _both(first, second)
 
+
+def _both(first: ProposeFn, second: ProposeFn) -> ProposeFn:
     def propose(model: SearchModel, path: Path) -> LlmAnswer | None:
-        a, b = one(model, path), other(model, path)
+        a, b = first(model, path), second(model, path)
         if a is None or b is None:
             return a or b
         return LlmAnswer(ranked=a.ranked, new=list(dict.fromkeys([*a.new, *b.new])), rejected=a.rejected)
