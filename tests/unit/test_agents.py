@@ -195,6 +195,26 @@ def test_an_action_repeated_without_progress_is_charged_even_where_no_state_repe
     assert memory.times_taken("room-5", "look around") == 2  # here the tried count says the same
 
 
+def test_walking_back_into_a_room_with_nothing_gained_is_charged_though_the_room_changed() -> None:
+    """Plants grow and water evaporates in ScienceWorld's greenhouse: its state key differs at every visit, yet
+    walking outside and back with the same inventory and score is a loop; carrying something new is not."""
+    from evoskill.common.v1.common_pb2 import Observation
+    from evoskill.core.agent import EpisodeMemory
+
+    def room(name: str, inventory: str = "nothing", extra: str = "") -> Observation:
+        return Observation(look=f"This room is called the {name}. {extra}", inventory=inventory, score=0.1)
+
+    memory = EpisodeMemory()
+    memory.record("g0", "go to outside", "", 0.1, moved=(room("greenhouse", extra="a seed"), room("outside")))
+    memory.record("o0", "go to greenhouse", "", 0.1, moved=(room("outside"), room("greenhouse", extra="a sprout")))
+    assert memory.times_taken("g1", "go to outside") == 1  # entered once with nothing new since
+    assert memory.times_taken("g1", "go to hallway") == 0  # a move the map does not know
+    memory.record("g1", "go to outside", "", 0.1, moved=(room("greenhouse", extra="a sprout"), room("outside")))
+    assert memory.times_taken("o1", "go to greenhouse") == 2  # the episode began there: entered twice
+    memory.record("o1", "pick up shovel", "", 0.1, moved=(room("outside"), room("outside", "a shovel")))
+    assert memory.times_taken("o2", "go to greenhouse") == 0  # carrying a shovel: a place not entered yet
+
+
 class ScriptedSandbox:
     """A root whose children are (done, won, score) as given, answered as the sandbox's Simulate answers."""
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from evoskill.common.v1.common_pb2 import LlmUsage, Observation
 from evoskill.core.errors import InvalidInput
 from evoskill.core.rooms import RoomMap, room_of
+from evoskill.core.state_key import normalise
 from evoskill.core.state_text import notes_after
 from evoskill.events.v1.events_pb2 import SearchTarget
 from evoskill.planner.v1.planner_pb2 import SearchReply
@@ -140,6 +141,11 @@ class EpisodeMemory:
     streak: tuple[str, int] = ("", 0)
     stalled: int = 0  # real steps since the score last rose (or since the start): how long θ's play has led nowhere
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms walked through (core/rooms.py): part of what θ reads
+    # Where the episode is as a place: its room, what it carries and its score ("" = no room read). A room whose
+    # contents change every step (plants growing, water evaporating) never repeats a state key, so walking
+    # between two rooms with nothing gained would never count as a revisit; entering a place does.
+    place: tuple[str, str, float] = ("", "", 0.0)
+    entered: Counter[tuple[str, str, float]] = field(default_factory=Counter)  # place -> times the episode entered it
     _last: tuple[str, str] | None = None
     _score: float | None = None
 
@@ -149,10 +155,15 @@ class EpisodeMemory:
         return self.seed * 1000 + index
 
     def times_taken(self, state_key: str, action: str) -> int:
-        """A floor on the earlier visits to where an unstepped `action` leads from `state_key`: the times it was
-        taken there, or in a row just now without progress, whichever is more."""
+        """A floor on the earlier visits to where an unstepped `action` leads from `state_key` (the state the
+        episode is in): the times it was taken there, in a row just now without progress, or, for a move the map
+        knows (core/rooms.py), the times the episode entered the room it leads to carrying what it carries now
+        at the score it has now, whichever is most."""
         last, times = self.streak
-        return max(self.tried[state_key, action], times if action == last else 0)
+        room, inventory, score = self.place
+        to = self.rooms.exits.get(room, {}).get(action, "")
+        entries = self.entered[to, inventory, score] if to else 0
+        return max(self.tried[state_key, action], times if action == last else 0, entries)
 
     def record(self, state_key: str, action: str, feedback: str, score: float | None = None,
                moved: tuple[Observation, Observation] | None = None) -> None:
@@ -160,7 +171,7 @@ class EpisodeMemory:
         by `feedback`, after which the score was `score` (None = not known); `moved`: the observations
         before and after it, for the map of rooms."""
         if moved is not None:
-            self.rooms.learn(room_of(moved[0]), action, room_of(moved[1]))
+            self._moved(action, *moved)
         rose = score is not None and self._score is not None and score > self._score
         last, times = self.streak
         self.streak = (action, 0 if rose else (times + 1 if action == last else 1))
@@ -174,6 +185,16 @@ class EpisodeMemory:
         self._last = (state_key, action) if state_key else None
         self.notes = notes_after(self.notes, action, feedback)
         self.taken.append(action)
+
+    def _moved(self, action: str, before: Observation, after: Observation) -> None:
+        """The map and the places entered, from one real step's observations."""
+        here, there = room_of(before), room_of(after)
+        self.rooms.learn(here, action, there)
+        if not self.taken and here:  # where the episode began counts as entered
+            self.entered[here, normalise(before.inventory), before.score] += 1
+        self.place = (there, normalise(after.inventory), after.score)
+        if there and there != here:
+            self.entered[self.place] += 1
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,8 @@ class PolicyAgent:
     charges revisits, each earlier visit to where a candidate leads costs it `policy_revisit_penalty` of
     logit: a greedy policy that loves "move north" otherwise walks between two rooms until the step limit.
     Where a candidate was not stepped (ScienceWorld), the times it was taken here, or in a row just before
-    without the score rising, are charged instead (`EpisodeMemory.times_taken`), and one the episode took here
+    without the score rising, or, for a move, the times the episode entered that room carrying what it carries
+    at the score it has, are charged instead (`EpisodeMemory.times_taken`), and one the episode took here
     without changing the state is left out: θ cloned on five gold paths otherwise said "look around" a hundred
     times in a row.
     Retrieved memories tilt its logits as they tilt search's priors (search.memory_weight > 0)."""
