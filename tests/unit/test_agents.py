@@ -206,11 +206,14 @@ def test_walking_back_into_a_room_with_nothing_gained_is_charged_though_the_room
 
     memory = EpisodeMemory()
     memory.record("g0", "go to outside", "", 0.1, moved=(room("greenhouse", extra="a seed"), room("outside")))
+    assert memory.times_taken("o0", "go to greenhouse") == 1  # never walked this way, but named like the way out
     memory.record("o0", "go to greenhouse", "", 0.1, moved=(room("outside"), room("greenhouse", extra="a sprout")))
     assert memory.times_taken("g1", "go to outside") == 1  # entered once with nothing new since
     assert memory.times_taken("g1", "go to hallway") == 0  # a move the map does not know
+    assert memory.walks_back == 1  # back in the greenhouse it began in
     memory.record("g1", "go to outside", "", 0.1, moved=(room("greenhouse", extra="a sprout"), room("outside")))
     assert memory.times_taken("o1", "go to greenhouse") == 2  # the episode began there: entered twice
+    assert memory.walks_back == 2
     memory.record("o1", "pick up shovel", "", 0.1, moved=(room("outside"), room("outside", "a shovel")))
     assert memory.times_taken("o2", "go to greenhouse") == 0  # carrying a shovel: a place not entered yet
 

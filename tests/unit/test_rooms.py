@@ -33,6 +33,20 @@ def test_a_compass_move_is_undone_by_the_opposite_one() -> None:
     assert way_back("north or south") == ""  # two directions: not one move
 
 
+def test_a_move_that_names_a_known_room_leads_there_as_the_moves_seen_did() -> None:
+    rooms = RoomMap()
+    rooms.learn("greenhouse", "go to outside", "outside")
+    rooms.learn("hallway", "go to kitchen", "kitchen")
+    assert rooms.destination("outside", "go to greenhouse") == "greenhouse"  # never walked, named as "go to" names
+    assert rooms.destination("greenhouse", "go to kitchen") == "kitchen"  # no door seen, but a known room
+    assert rooms.destination("outside", "focus on greenhouse") == ""  # not a move: no move was phrased so
+    assert rooms.destination("outside", "go to bathroom") == ""  # a room the episode has not seen
+    compass = RoomMap()
+    compass.learn("kitchen", "go east", "pantry")
+    assert compass.destination("pantry", "go west") == "kitchen"  # the way back, as learned
+    assert compass.destination("pantry", "go north") == ""  # compass moves name no room
+
+
 def test_the_first_step_of_each_shortest_known_walk_names_the_rooms_it_leads_to() -> None:
     rooms = RoomMap()
     rooms.learn("kitchen", "move east", "corridor")

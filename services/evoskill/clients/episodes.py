@@ -52,6 +52,7 @@ class EvalReport:
             "planner_share": self.planner_share,
             "errors": sum(bool(e.error) for e in self.episodes),
             "explored_steps": sum(sum(e.explored.values()) for e in self.episodes),
+            "walks_back": sum(e.walks_back for e in self.episodes),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings, "budget": self.budget,
             "seeds": self.seeds, "interrupted": self.interrupted,
         }

@@ -146,6 +146,7 @@ class EpisodeMemory:
     # between two rooms with nothing gained would never count as a revisit; entering a place does.
     place: tuple[str, str, float] = ("", "", 0.0)
     entered: Counter[tuple[str, str, float]] = field(default_factory=Counter)  # place -> times the episode entered it
+    walks_back: int = 0  # entries into a place entered before: walks back with nothing carried or scored since
     _last: tuple[str, str] | None = None
     _score: float | None = None
 
@@ -161,7 +162,7 @@ class EpisodeMemory:
         at the score it has now, whichever is most."""
         last, times = self.streak
         room, inventory, score = self.place
-        to = self.rooms.exits.get(room, {}).get(action, "")
+        to = self.rooms.destination(room, action)
         entries = self.entered[to, inventory, score] if to else 0
         return max(self.tried[state_key, action], times if action == last else 0, entries)
 
@@ -194,6 +195,7 @@ class EpisodeMemory:
             self.entered[here, normalise(before.inventory), before.score] += 1
         self.place = (there, normalise(after.inventory), after.score)
         if there and there != here:
+            self.walks_back += self.entered[self.place] > 0
             self.entered[self.place] += 1
 
 

@@ -64,6 +64,20 @@ class RoomMap:
         if back := way_back(action):  # assumed until seen otherwise: a step seen later overwrites it
             self.exits.setdefault(after, {}).setdefault(back, before)
 
+    def destination(self, room: str, action: str) -> str:
+        """Where `action` leads from `room` ("" = unknown): the exit seen, else, in a game whose moves name the
+        room they enter (ScienceWorld's "go to kitchen" entered the kitchen), a room the map knows named by the
+        same words ("go to greenhouse", walked the other way or from elsewhere)."""
+        if to := self.exits.get(room, {}).get(action, ""):
+            return to
+        verbs = {a[: -len(to)] for exits in self.exits.values() for a, to in exits.items()
+                 if len(a) > len(to) and a.endswith(" " + to)}
+        known = {to for exits in self.exits.values() for to in exits.values()} | set(self.exits)
+        for verb in verbs:
+            if action.startswith(verb) and (named := action[len(verb):]) in known and named != room:
+                return named
+        return ""
+
     def copy(self) -> RoomMap:
         return RoomMap({room: dict(exits) for room, exits in self.exits.items()})
 

@@ -28,6 +28,7 @@ class EpisodeOutcome:
     episode_id: str = ""  # `evoskill trace --episode <id>` shows where its time went
     trace_id: str = ""  # its OpenTelemetry trace ("" = tracing off): `evoskill trace <id>`, Jaeger
     explored: dict[str, int] = field(default_factory=dict)  # exploratory steps by reason (core/exploration.py)
+    walks_back: int = 0  # entries into a place (room, inventory, score) the episode had entered before
 
 
 def episode_request(env: str, seed: int, fold: str, agent: str, simulations: int, max_steps: int,
@@ -57,4 +58,4 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
     return EpisodeOutcome(request.seed, obs.won, obs.score, last.env_steps, len(actions), last.total_reward, actions,
                           seconds=last.seconds, planner_seconds=last.planner_seconds,
                           episode_id=last.episode_id or request.episode_id, trace_id=last.trace_id,
-                          explored=explored)
+                          explored=explored, walks_back=last.walks_back)

@@ -176,14 +176,16 @@ class EpisodePlayer:
                 episode_id=self.completed.episode_id, step_index=index, action=decision.action, observation=obs,
                 search=decision.search, finished=finished, total_reward=self.completed.total_reward,
                 env_steps=env_steps, shadow=shadowed, seconds=time.perf_counter() - began, planner_seconds=own,
-                trace_id=self.completed.trace_id, llm=self.completed.llm, exploration=decision.exploration)
+                trace_id=self.completed.trace_id, llm=self.completed.llm, exploration=decision.exploration,
+                walks_back=self.episode.walks_back)
             if finished:
                 return
         self._finish(obs, env_steps)
         yield planner_pb2.EpisodeUpdate(episode_id=self.completed.episode_id, step_index=len(self.completed.steps),
                                         observation=obs, finished=True, total_reward=self.completed.total_reward,
                                         env_steps=env_steps, seconds=time.perf_counter() - began,
-                                        planner_seconds=own, trace_id=self.completed.trace_id, llm=self.completed.llm)
+                                        planner_seconds=own, trace_id=self.completed.trace_id, llm=self.completed.llm,
+                                        walks_back=self.episode.walks_back)
 
     def _shadow(self, shadow: Agent, step: Step) -> planner_pb2.ShadowDecision:
         """What the shadow agent decides in the state the acting one is about to act in (after it: the acting

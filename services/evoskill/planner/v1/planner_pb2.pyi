@@ -180,7 +180,7 @@ class ShadowDecision(_message.Message):
     def __init__(self, action: _Optional[str] = ..., valid: _Optional[bool] = ..., value: _Optional[float] = ...) -> None: ...
 
 class EpisodeUpdate(_message.Message):
-    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds", "trace_id", "llm", "exploration")
+    __slots__ = ("episode_id", "step_index", "action", "observation", "search", "finished", "total_reward", "env_steps", "shadow", "seconds", "planner_seconds", "trace_id", "llm", "exploration", "walks_back")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +195,7 @@ class EpisodeUpdate(_message.Message):
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
     EXPLORATION_FIELD_NUMBER: _ClassVar[int]
+    WALKS_BACK_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     step_index: int
     action: str
@@ -209,4 +210,5 @@ class EpisodeUpdate(_message.Message):
     trace_id: str
     llm: _common_pb2.LlmUsage
     exploration: str
-    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ..., trace_id: _Optional[str] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ..., exploration: _Optional[str] = ...) -> None: ...
+    walks_back: int
+    def __init__(self, episode_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., observation: _Optional[_Union[_common_pb2.Observation, _Mapping]] = ..., search: _Optional[_Union[SearchReply, _Mapping]] = ..., finished: _Optional[bool] = ..., total_reward: _Optional[float] = ..., env_steps: _Optional[int] = ..., shadow: _Optional[_Union[ShadowDecision, _Mapping]] = ..., seconds: _Optional[float] = ..., planner_seconds: _Optional[float] = ..., trace_id: _Optional[str] = ..., llm: _Optional[_Union[_common_pb2.LlmUsage, _Mapping]] = ..., exploration: _Optional[str] = ..., walks_back: _Optional[int] = ...) -> None: ...
