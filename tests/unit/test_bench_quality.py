@@ -90,6 +90,16 @@ def test_the_summary_gives_mean_and_spread_over_seeds_with_the_budget() -> None:
     assert "library 40 gold paths, 100 gradient steps; 3 test games ≤ 30 steps, 4 simulations" in text
 
 
+def test_an_evaluation_counts_its_walks_back_a_game() -> None:
+    row = AgentRow("θ alone", 0)
+    row.record({"success_rate": 0.0, "mean_score": 0.1, "mean_env_steps": 60.0, "walks_back": 30,
+                "episodes": [{}] * 20})
+    row.record({"success_rate": 0.5, "mean_score": 0.6, "mean_env_steps": 40.0, "episodes": [{}] * 20})  # older
+    result = quality_summary(SUITES["cooking-easy"], True, [row], {}, [{"seed": 0}, {"seed": 1}], {}, {})
+    assert result["agents"][0]["walks_back"] == [1.5, 0.0]
+    assert result["agents"][0]["walks_back_mean"] == pytest.approx(0.75)
+
+
 def test_a_budget_change_is_the_budget_that_runs_and_is_recorded() -> None:
     suite = with_budget(resolve("cooking-easy", None), False, ["simulations=8", "library_episodes=300"])
     assert suite.budget.simulations == 8 and suite.budget.library_episodes == 300

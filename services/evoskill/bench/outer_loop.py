@@ -62,6 +62,7 @@ class AgentRow:
     steps: list[float] = field(default_factory=list)  # mean real steps per episode
     planner_share: list[float] = field(default_factory=list)  # the planner's own share of episode wall time
     errors: list[int] = field(default_factory=list)  # episodes the services could not finish (counted as lost)
+    walks_back: list[float] = field(default_factory=list)  # mean entries a game into a place entered before
 
     def record(self, report: dict[str, Any]) -> None:
         """One evaluation's figures (an `evoskill eval --json` report)."""
@@ -71,6 +72,7 @@ class AgentRow:
         self.steps.append(report.get("mean_steps", 0.0))
         self.planner_share.append(report.get("planner_share", 0.0))
         self.errors.append(report.get("errors", 0))
+        self.walks_back.append(report.get("walks_back", 0) / max(len(report.get("episodes", ())), 1))
 
     def mean_sd(self, values: list[float]) -> tuple[float, float]:
         return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0

@@ -326,7 +326,8 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
                                  "failed_episodes": sum(row.errors)}
         per_step = [e / s for e, s in zip(row.env_steps, row.steps, strict=False) if s]
         for name, values in (("success", row.success), ("score", row.score), ("env_steps", row.env_steps),
-                             ("env_steps_per_step", per_step), ("planner_share", row.planner_share)):
+                             ("env_steps_per_step", per_step), ("planner_share", row.planner_share),
+                             ("walks_back", row.walks_back)):
             mean, sd = row.mean_sd(values) if values else (0.0, 0.0)
             entry.update({name: values, f"{name}_mean": mean, f"{name}_sd": sd})
         if suite.env.startswith("sciworld:"):  # its own scale, the anchors': the normalised score × 100
@@ -354,14 +355,15 @@ def show_quality(console: Console, result: dict[str, Any]) -> None:
     table = Table(title=f"{suite['name']}{' (quick)' if suite['quick'] else ''}: {result['env']}, "
                         f"test fold, seeds {result['seeds']}")
     for column in ("agent", "simulations", "runs", "success mean ± sd", "score mean ± sd", "env steps mean ± sd",
-                   "env steps per real step", "planner share"):
+                   "env steps per real step", "planner share", "walks back a game"):
         table.add_column(column)
     for a in result["agents"]:
         table.add_row(a["agent"], str(a["simulations"] or "–"), str(a["runs"]),
                       f"{a['success_mean']:.0%} ± {a['success_sd']:.0%}",
                       f"{a['score_mean']:.3f} ± {a['score_sd']:.3f}",
                       f"{a['env_steps_mean']:.0f} ± {a['env_steps_sd']:.0f}",
-                      f"{a.get('env_steps_per_step_mean', 0.0):.0f}", f"{a.get('planner_share_mean', 0.0):.0%}")
+                      f"{a.get('env_steps_per_step_mean', 0.0):.0f}", f"{a.get('planner_share_mean', 0.0):.0%}",
+                      f"{a.get('walks_back_mean', 0.0):.1f}")
     console.print(table)
     wall = result["wall_time_s"]
     console.print(f"budget: {budget.describe()}")
