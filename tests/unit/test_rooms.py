@@ -21,6 +21,7 @@ from tests.unit.test_learn_data import make_episode, make_step
 def test_the_room_is_read_from_each_environments_phrasing() -> None:
     assert room_of(Observation(look="-= Spare Room =-\nYou arrive in a spare room.")) == "spare room"  # TextWorld
     assert room_of(Observation(look="This room is called the art studio. In it, you see:")) == "art studio"
+    assert room_of(Observation(look="This outside location is called the outside. Here you see:")) == "outside"
     assert room_of(Observation(text="You are in the living room. You see a sofa.")) == "living room"  # TWX
     assert room_of(Observation(look="You are in the kitchen.", text="You are in the pantry.")) == "kitchen"
     assert room_of(Observation(text="You take the knife.")) == ""  # says nothing: no room

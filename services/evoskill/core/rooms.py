@@ -24,7 +24,7 @@ from evoskill.common.v1.common_pb2 import Observation
 
 ROOM_PATTERNS = (
     re.compile(r"^-= (.+?) =-", re.M),  # TextWorld: "-= Spare Room =-"
-    re.compile(r"This room is called the ([^.\n]+)\."),  # ScienceWorld
+    re.compile(r"This (?:room|outside location) is called the ([^.\n]+)\."),  # ScienceWorld
     re.compile(r"^You are in (?:the |a |an )?([^.\n]+)\.", re.M),  # TextWorldExpress
 )
 OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east", "up": "down", "down": "up",
