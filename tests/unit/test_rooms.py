@@ -42,6 +42,7 @@ def test_a_move_that_names_a_known_room_leads_there_as_the_moves_seen_did() -> N
     assert rooms.destination("greenhouse", "go to kitchen") == "kitchen"  # no door seen, but a known room
     assert rooms.destination("outside", "focus on greenhouse") == ""  # not a move: no move was phrased so
     assert rooms.destination("outside", "go to bathroom") == ""  # a room the episode has not seen
+    assert rooms.copy().destination("outside", "go to greenhouse") == "greenhouse"  # a copy knows what it knew
     compass = RoomMap()
     compass.learn("kitchen", "go east", "pantry")
     assert compass.destination("pantry", "go west") == "kitchen"  # the way back, as learned

@@ -72,7 +72,8 @@ class AgentRow:
         self.steps.append(report.get("mean_steps", 0.0))
         self.planner_share.append(report.get("planner_share", 0.0))
         self.errors.append(report.get("errors", 0))
-        self.walks_back.append(report.get("walks_back", 0) / max(len(report.get("episodes", ())), 1))
+        if "walks_back" in report:  # reports before it was counted say nothing, not zero
+            self.walks_back.append(report["walks_back"] / max(len(report.get("episodes", ())), 1))
 
     def mean_sd(self, values: list[float]) -> tuple[float, float]:
         return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0

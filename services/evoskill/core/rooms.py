@@ -55,14 +55,29 @@ def way_back(action: str) -> str:
 @dataclass
 class RoomMap:
     exits: dict[str, dict[str, str]] = field(default_factory=dict)  # room -> action -> the room it led to
+    # Derived from `exits`, kept as it grows: `destination` runs for every candidate of every real step.
+    _rooms: set[str] = field(default_factory=set, init=False, repr=False)  # every room the map names
+    _verbs: set[str] = field(default_factory=set, init=False, repr=False)  # "go to " where "go to X" entered X
+
+    def __post_init__(self) -> None:
+        for before, exits in self.exits.items():
+            for action, after in exits.items():
+                self._index(before, action, after)
+
+    def _index(self, before: str, action: str, after: str) -> None:
+        self._rooms.update((before, after))
+        if len(action) > len(after) and action.endswith(" " + after):
+            self._verbs.add(action[: -len(after)])
 
     def learn(self, before: str, action: str, after: str) -> None:
         """One step: `action` taken in room `before` ended in room `after` ("" = unknown)."""
         if not before or not after or before == after:
             return
         self.exits.setdefault(before, {})[action] = after
+        self._index(before, action, after)
         if back := way_back(action):  # assumed until seen otherwise: a step seen later overwrites it
             self.exits.setdefault(after, {}).setdefault(back, before)
+            self._index(after, back, self.exits[after][back])
 
     def destination(self, room: str, action: str) -> str:
         """Where `action` leads from `room` ("" = unknown): the exit seen, else, in a game whose moves name the
@@ -70,11 +85,8 @@ class RoomMap:
         same words ("go to greenhouse", walked the other way or from elsewhere)."""
         if to := self.exits.get(room, {}).get(action, ""):
             return to
-        verbs = {a[: -len(to)] for exits in self.exits.values() for a, to in exits.items()
-                 if len(a) > len(to) and a.endswith(" " + to)}
-        known = {to for exits in self.exits.values() for to in exits.values()} | set(self.exits)
-        for verb in verbs:
-            if action.startswith(verb) and (named := action[len(verb):]) in known and named != room:
+        for verb in self._verbs:
+            if action.startswith(verb) and (named := action[len(verb):]) in self._rooms and named != room:
                 return named
         return ""
 
