@@ -195,6 +195,16 @@ def test_an_action_repeated_without_progress_is_charged_even_where_no_state_repe
     assert memory.times_taken("room-5", "look around") == 2  # here the tried count says the same
 
 
+def test_the_memory_keeps_the_actions_that_raised_the_score_from_the_first_step_on() -> None:
+    memory = EpisodeMemory()
+    start = common_pb2.Observation(text="outside", score=0.1)
+    focused = common_pb2.Observation(text="You focus on the frog.", score=0.6)
+    memory.record("outside", "focus on frog", focused.text, focused.score, moved=(start, focused))
+    memory.record("outside", "look around", "outside", 0.6, moved=(focused, focused))
+    memory.record("outside", "pick up frog", "You pick up the frog.", 0.7)
+    assert memory.scored == ["focus on frog", "pick up frog"]
+
+
 def test_walking_back_into_a_room_with_nothing_gained_is_charged_though_the_room_changed() -> None:
     """Plants grow and water evaporates in ScienceWorld's greenhouse: its state key differs at every visit, yet
     walking outside and back with the same inventory and score is a loop; carrying something new is not."""

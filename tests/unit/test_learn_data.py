@@ -233,3 +233,16 @@ def test_theta_can_read_the_last_actions_taken_as_the_planner_gives_them() -> No
     assert seen == with_recent(examples[2].observation, ["go south"]) and seen.endswith("You did: go south")
     # The planner's view of the same state: its own observation and the episode's last action.
     assert state_text(Observation(text="o2", goal="g"), "", ["go south"]) == (goal, seen)
+
+
+def test_theta_can_read_the_actions_that_raised_the_score_however_long_ago() -> None:
+    steps = [make_step("g", f"o{i}", ["focus on frog", "look around"], 0 if i == 0 else 1, visits=[1, 1])
+             for i in range(4)]
+    for i, step in enumerate(steps):
+        step.transition.before.score = 0.0 if i == 0 else 0.5  # the focus scored; looking around did not
+    examples = episode_examples(make_episode("e", steps))
+    assert [ex.scored for ex in examples] == [(), ("focus on frog",), ("focus on frog",), ("focus on frog",)]
+    assert examples[3].state(1) == (examples[3].goal, with_recent(examples[3].observation, ["look around"]))
+    goal, seen = examples[3].state(1, scored=True)
+    assert seen.endswith("You did: look around\nYou scored by: focus on frog")
+    assert state_text(Observation(text="o3", goal="g"), "", ["look around"], ["focus on frog"]) == (goal, seen)

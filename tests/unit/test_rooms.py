@@ -107,3 +107,13 @@ def test_search_reads_the_episodes_last_actions_then_the_paths_own(coin: EnvHost
     env = SearchModel(coin.simulate, Scorer(RewardSettings()), SearchConfig(), taken=("open door", "move east"))
     assert env.recent_at(("move west",), 2) == ("move east", "move west")
     assert env.recent_at(("move west",), 0) == ()
+
+
+def test_search_reads_the_episodes_scoring_actions_then_the_paths_own(coin: EnvHost) -> None:
+    env = SearchModel(coin.simulate, Scorer(RewardSettings()), SearchConfig(), scored=("take key",))
+    env.root()
+    env.step((), env.actions(()).index("move west"))  # test game 0: west of the kitchen is the living room
+    assert env.scored_at(()) == ("take key",)
+    assert env.scored_at(("move west",)) == ("take key",)  # a move scores nothing in CoinCollector
+    env.nodes[("move west",)].observation.score = env.nodes[()].observation.score + 1
+    assert env.scored_at(("move west",)) == ("take key", "move west")

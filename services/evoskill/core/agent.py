@@ -128,6 +128,7 @@ class EpisodeMemory:
     notes: str = ""  # the last document the episode read (core.state_text): part of what θ reads
     task_seed: int | None = None  # the game's environment seed (with the env spec, the task); None = not known
     taken: list[str] = field(default_factory=list)  # the actions taken, in order
+    scored: list[str] = field(default_factory=list)  # the ones that raised the score, in order
     # (state key, action) -> times taken there: where a candidate leads is unknown until it is stepped
     # (ScienceWorld's hundreds of children are not), but in a deterministic game taking it again where it was
     # taken leads where it led, so the count is a floor on the visits a revisit charge would count.
@@ -173,6 +174,7 @@ class EpisodeMemory:
         before and after it, for the map of rooms."""
         if moved is not None:
             self._moved(action, *moved)
+            self._score = moved[0].score if self._score is None else self._score  # the score the episode began at
         rose = score is not None and self._score is not None and score > self._score
         last, times = self.streak
         self.streak = (action, 0 if rose else (times + 1 if action == last else 1))
@@ -186,6 +188,8 @@ class EpisodeMemory:
         self._last = (state_key, action) if state_key else None
         self.notes = notes_after(self.notes, action, feedback)
         self.taken.append(action)
+        if rose:
+            self.scored.append(action)
 
     def _moved(self, action: str, before: Observation, after: Observation) -> None:
         """The map and the places entered, from one real step's observations."""

@@ -4,8 +4,8 @@
 What θ reads of a state: the goal, with the notes the agent has taken so far (the text of the last
 document it read: a recipe, instructions); the feedback, room and inventory; and each candidate action,
 marked where it leads back to a state the episode has already been in; where θ was trained so, the
-last actions taken and the rooms each candidate leads to. The notes, the actions and the marks are the
-episode's memory: a state's own text shows only the present.
+last actions taken, the actions that raised the score so far and the rooms each candidate leads to. The
+notes, the actions and the marks are the episode's memory: a state's own text shows only the present.
 """
 
 from __future__ import annotations
@@ -19,22 +19,29 @@ NOTE_VERBS = ("read",)  # actions whose feedback is worth keeping: the document 
 SEEN_MARK = " (been there)"
 NOTES_HEADER = "\nNotes: "  # between the goal and the notes in the goal text
 RECENT_HEADER = "You did: "  # before the last actions taken, after the observation
+SCORED_HEADER = "You scored by: "  # before the actions that raised the score, after the last actions
 MAX_RECENT = 8  # the most last actions θ reads (learner.recent_actions)
+MAX_SCORED = 8  # the most score-raising actions θ reads (learner.scored_actions), the latest kept
 
 
-def state_text(observation: Observation, notes: str = "", recent: Sequence[str] = ()) -> tuple[str, str]:
+def state_text(observation: Observation, notes: str = "", recent: Sequence[str] = (),
+               scored: Sequence[str] = ()) -> tuple[str, str]:
     """(goal and notes, observation text) of a state: the feedback, then the room and the inventory where
-    the adapter gives them (the feedback alone rarely says where the agent is), then the `recent` actions."""
+    the adapter gives them (the feedback alone rarely says where the agent is), then the `recent` actions
+    and the `scored` ones."""
     parts = [observation.text]
     parts += [p for p in (observation.look, observation.inventory) if p and p != observation.text]
     goal = f"{observation.goal}{NOTES_HEADER}{notes}" if notes else observation.goal
-    return goal, with_recent("\n".join(p for p in parts if p), recent)
+    return goal, with_recent("\n".join(p for p in parts if p), recent, scored)
 
 
-def with_recent(observation_text: str, recent: Sequence[str]) -> str:
+def with_recent(observation_text: str, recent: Sequence[str], scored: Sequence[str] = ()) -> str:
     """The observation text followed by the last actions taken, oldest first: where a goal is a list of
-    instructions ("go east. Then, move south. ...") they say how far along it the episode is."""
-    return f"{observation_text}\n{RECENT_HEADER}{'; '.join(recent)}" if recent else observation_text
+    instructions ("go east. Then, move south. ...") they say how far along it the episode is; then the
+    actions that raised the score, the subgoals reached, which never scroll out of view: ScienceWorld's
+    "focus on" commits to one thing, and a θ that cannot see it has focused focuses again on another."""
+    text = f"{observation_text}\n{RECENT_HEADER}{'; '.join(recent)}" if recent else observation_text
+    return f"{text}\n{SCORED_HEADER}{'; '.join(scored[-MAX_SCORED:])}" if scored else text
 
 
 def is_note(action: str) -> bool:

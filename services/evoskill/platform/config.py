@@ -315,6 +315,11 @@ class LearnerSettings(_Group):
         "('You did: go east; open door'), so a goal given as a list of instructions says how far along it the "
         "episode is (core/state_text.py); recorded with θ; 0 = none"
     )
+    scored_actions: bool = Field(
+        False, description="θ reads each state with the episode's actions that raised the score so far ('You "
+        "scored by: go to outside; focus on frog'), the subgoals it has reached, which never scroll out of view as "
+        "the last actions do (core/state_text.py); recorded with θ; off = none"
+    )
     kept_weights: int = Field(
         16, ge=1, description="Published versions whose torch weights the learner keeps, so a Train can start "
         "again from one (TrainRequest.from_version: a run that kept an earlier θ serving goes on from it)"

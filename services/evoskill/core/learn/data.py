@@ -28,7 +28,7 @@ from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
 from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
 from evoskill.core.rooms import RoomMap, room_of
-from evoskill.core.state_text import MAX_RECENT, candidate_text, notes_after, state_text, with_recent
+from evoskill.core.state_text import MAX_RECENT, MAX_SCORED, candidate_text, notes_after, state_text, with_recent
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted, SearchTarget
 
@@ -82,11 +82,14 @@ class Example:
     transition: tuple[str, ...] = field(default=())
     leads: tuple[tuple[str, ...], ...] = field(default=())  # per action: the known rooms it leads to (core/rooms.py)
     recent: tuple[str, ...] = field(default=())  # the episode's last actions before this step (≤ MAX_RECENT)
+    scored: tuple[str, ...] = field(default=())  # the episode's actions before this step that raised the score
     unlisted: bool = False  # `taken` is a demonstration's action the environment did not list, added last
 
-    def state(self, recent: int = 0) -> tuple[str, str]:
-        """(goal text, observation text) θ reads, with the `recent` last actions where its NetConfig says so."""
-        return self.goal, with_recent(self.observation, self.recent[-recent:] if recent else ())
+    def state(self, recent: int = 0, scored: bool = False) -> tuple[str, str]:
+        """(goal text, observation text) θ reads, with the `recent` last actions and the `scored` ones where
+        its NetConfig says so."""
+        return self.goal, with_recent(self.observation, self.recent[-recent:] if recent else (),
+                                      self.scored[-MAX_SCORED:] if scored else ())
 
     def candidates(self, keep: Sequence[int] | np.ndarray | None = None,
                    rooms: bool = False) -> list[tuple[str, str]]:
@@ -146,14 +149,17 @@ def episode_examples(
     notes = ""  # what the agent has read so far, as the planner tracked it while playing
     rooms = RoomMap()  # the rooms it has walked through, as the planner's EpisodeMemory keeps them
     taken_so_far: list[str] = []  # the actions before each step, as EpisodeMemory.taken
+    scored_so_far: list[str] = []  # the ones of them that raised the score, as EpisodeMemory.scored
     for (before, step), ret, taken_template in zip(steps_with_states(episode), returns, taken_templates, strict=True):
         target, taken_text = step.target, step.action.text
         notes_before, notes = notes, notes_after(notes, taken_text, step.observation.text)
         room = room_of(before)
         leads = tuple(rooms.leads(room, target.actions or (taken_text,)))
         rooms.learn(room, taken_text, room_of(step.observation))
-        recent = tuple(taken_so_far[-MAX_RECENT:])
+        recent, scored = tuple(taken_so_far[-MAX_RECENT:]), tuple(scored_so_far[-MAX_SCORED:])
         taken_so_far.append(taken_text)
+        if step.observation.score > before.score:
+            scored_so_far.append(taken_text)
         actions = tuple(target.actions)
         if not actions and taken_text:
             actions = (taken_text,)
@@ -207,6 +213,7 @@ def episode_examples(
                 transition=(before.text, taken_text, step.observation.text),
                 leads=leads if len(leads) == n else (),
                 recent=recent,
+                scored=scored,
                 unlisted=unlisted,
             )
         )

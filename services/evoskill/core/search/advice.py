@@ -34,7 +34,9 @@ def theta(policy: PolicyFn) -> Advice:
     def advise(model: SearchModel, states: Sequence[Path], evaluation: Evaluation) -> Evaluation:
         rooms = bool(getattr(policy, "room_marks", False))  # as θ was trained (NetConfig.room_marks, recent_actions)
         recent = int(getattr(policy, "recent_actions", 0))
-        inputs = [(*state_text(model.observation(s), model.notes_at(s), model.recent_at(s, recent)),
+        scored = bool(getattr(policy, "scored_actions", False))
+        inputs = [(*state_text(model.observation(s), model.notes_at(s), model.recent_at(s, recent),
+                               model.scored_at(s) if scored else ()),
                    *model.candidates(s, rooms)) for s in states]
         logits, values = policy(inputs)
         if evaluation.logits is not None:

@@ -58,7 +58,7 @@ from evoskill.core.search.mcts import SearchOutOfTime, search
 from evoskill.core.search.result import SearchResult
 from evoskill.core.search.types import Evaluation, Root, Transition
 from evoskill.core.search_config import SearchConfig
-from evoskill.core.state_text import candidate_text, notes_along
+from evoskill.core.state_text import MAX_SCORED, candidate_text, notes_along
 from evoskill.sandbox.v1 import sandbox_pb2
 
 Path = tuple[str, ...]
@@ -80,6 +80,7 @@ class SearchModel:
     advice: list[Advice] = field(default_factory=list)
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms the episode has walked through (core/rooms.py)
     taken: tuple[str, ...] = ()  # the episode's last actions (≤ state_text.MAX_RECENT), oldest first
+    scored: tuple[str, ...] = ()  # the episode's actions that raised the score (≤ state_text.MAX_SCORED)
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
     useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
@@ -148,6 +149,12 @@ class SearchModel:
     def recent_at(self, path: Path, k: int) -> tuple[str, ...]:
         """The last `k` actions at `path`: the episode's, then the path's own."""
         return (*self.taken, *path)[-k:] if k else ()
+
+    def scored_at(self, path: Path) -> tuple[str, ...]:
+        """The actions that raised the score at `path`: the episode's, then the path's own."""
+        rose = [a for k, a in enumerate(path)
+                if self.nodes[path[:k + 1]].observation.score > self.nodes[path[:k]].observation.score]
+        return (*self.scored, *rose)[-MAX_SCORED:]
 
     def rooms_at(self, path: Path) -> RoomMap:
         """The episode's map of rooms with the path's own steps walked, as if they were real."""
