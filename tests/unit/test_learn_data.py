@@ -235,14 +235,14 @@ def test_theta_can_read_the_last_actions_taken_as_the_planner_gives_them() -> No
     assert state_text(Observation(text="o2", goal="g"), "", ["go south"]) == (goal, seen)
 
 
-def test_theta_can_read_the_actions_that_raised_the_score_however_long_ago() -> None:
-    steps = [make_step("g", f"o{i}", ["focus on frog", "look around"], 0 if i == 0 else 1, visits=[1, 1])
-             for i in range(4)]
+def test_theta_can_read_which_kinds_of_action_raised_the_score_however_long_ago() -> None:
+    actions = ["focus on frog", "look around", "focus on orange"]
+    steps = [make_step("g", f"o{i}", actions, 0 if i == 0 else 1, visits=[1, 1, 1]) for i in range(4)]
     for i, step in enumerate(steps):
         step.transition.before.score = 0.0 if i == 0 else 0.5  # the focus scored; looking around did not
     examples = episode_examples(make_episode("e", steps))
     assert [ex.scored for ex in examples] == [(), ("focus on frog",), ("focus on frog",), ("focus on frog",)]
-    assert examples[3].state(1) == (examples[3].goal, with_recent(examples[3].observation, ["look around"]))
-    goal, seen = examples[3].state(1, scored=True)
-    assert seen.endswith("You did: look around\nYou scored by: focus on frog")
-    assert state_text(Observation(text="o3", goal="g"), "", ["look around"], ["focus on frog"]) == (goal, seen)
+    assert [text for text, _ in examples[0].candidates(scored=True)] == actions  # nothing scored yet
+    assert [text for text, _ in examples[3].candidates(scored=True)] == [
+        candidate_text("focus on frog", False, (), True), "look around", "focus on orange (scored before)"]
+    assert [text for text, _ in examples[3].candidates()] == actions  # a θ trained without the marks

@@ -47,10 +47,10 @@ def policy_fn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 def test_theta_is_served_reading_what_it_was_trained_to_read(tmp_path: Path) -> None:
     plain = OnnxPolicyFn(OnnxPolicy(trained_learner().export(tmp_path / "plain")), "v000001")
-    assert (plain.room_marks, plain.recent_actions, plain.scored_actions) == (False, 0, False)
-    path = trained_learner(room_marks=True, recent_actions=3, scored_actions=True).export(tmp_path / "marked")
+    assert (plain.room_marks, plain.recent_actions, plain.scored_marks) == (False, 0, False)
+    path = trained_learner(room_marks=True, recent_actions=3, scored_marks=True).export(tmp_path / "marked")
     marked = OnnxPolicyFn(OnnxPolicy(path), "v000002")
-    assert (marked.room_marks, marked.recent_actions, marked.scored_actions) == (True, 3, True)
+    assert (marked.room_marks, marked.recent_actions, marked.scored_marks) == (True, 3, True)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

@@ -110,10 +110,13 @@ def test_search_reads_the_episodes_last_actions_then_the_paths_own(coin: EnvHost
 
 
 def test_search_reads_the_episodes_scoring_actions_then_the_paths_own(coin: EnvHost) -> None:
-    env = SearchModel(coin.simulate, Scorer(RewardSettings()), SearchConfig(), scored=("take key",))
+    env = SearchModel(coin.simulate, Scorer(RewardSettings()), SearchConfig(), scored=("open door to west",))
     env.root()
     env.step((), env.actions(()).index("move west"))  # test game 0: west of the kitchen is the living room
-    assert env.scored_at(()) == ("take key",)
-    assert env.scored_at(("move west",)) == ("take key",)  # a move scores nothing in CoinCollector
+    assert env.scored_at(()) == ("open door to west",)
+    assert env.scored_at(("move west",)) == ("open door to west",)  # a move scores nothing in CoinCollector
+    texts, _ = env.candidates(("move west",), scored=True)
+    assert texts == ["move east (been there)", "open door to west (scored before)"]  # a kind that scored
+    assert all("scored" not in t for t in env.candidates(("move west",))[0])  # a θ trained without the marks
     env.nodes[("move west",)].observation.score = env.nodes[()].observation.score + 1
-    assert env.scored_at(("move west",)) == ("take key", "move west")
+    assert env.scored_at(("move west",)) == ("open door to west", "move west")

@@ -35,7 +35,7 @@ from evoskill.core.search.mcts import SearchOutOfTime
 from evoskill.core.search.model import Advice, ProposeFn, SearchModel
 from evoskill.core.search.trigger import needs_search
 from evoskill.core.search.types import Evaluation
-from evoskill.core.state_text import MAX_RECENT, MAX_SCORED, state_text
+from evoskill.core.state_text import MAX_RECENT, state_text
 from evoskill.events.v1 import events_pb2
 from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage
@@ -80,7 +80,7 @@ class AgentTools:
         return SearchModel(sandbox_simulate(self.sandbox, step.session_id, deadline), self.score, config,
                            frozenset(step.memory.visited), step.memory.notes,
                            [theta(policy)] if policy is not None else [], step.memory.rooms,
-                           tuple(step.memory.taken[-MAX_RECENT:]), tuple(step.memory.scored[-MAX_SCORED:]),
+                           tuple(step.memory.taken[-MAX_RECENT:]), tuple(step.memory.scored),
                            cancelled=self.stop.is_set,
                            propose=propose, dynamics=dynamics)
 

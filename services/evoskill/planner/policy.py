@@ -64,7 +64,7 @@ class OnnxPolicyFn:
         self.demonstrated = policy.demonstrated  # actions no environment listed that θ was taught to take
         self.room_marks = bool(policy.net_config.get("room_marks", False))  # θ reads the rooms candidates lead to
         self.recent_actions = int(policy.net_config.get("recent_actions", 0))  # and the state with its last actions
-        self.scored_actions = bool(policy.net_config.get("scored_actions", False))  # and the ones that scored
+        self.scored_marks = bool(policy.net_config.get("scored_marks", False))  # and which kinds of action scored
 
     def __call__(
         self, batch: Sequence[tuple[str, str, Sequence[str], Sequence[str]]]

@@ -315,10 +315,10 @@ class LearnerSettings(_Group):
         "('You did: go east; open door'), so a goal given as a list of instructions says how far along it the "
         "episode is (core/state_text.py); recorded with θ; 0 = none"
     )
-    scored_actions: bool = Field(
-        False, description="θ reads each state with the episode's actions that raised the score so far ('You "
-        "scored by: go to outside; focus on frog'), the subgoals it has reached, which never scroll out of view as "
-        "the last actions do (core/state_text.py); recorded with θ; off = none"
+    scored_marks: bool = Field(
+        False, description="θ reads each candidate of a kind that raised the score earlier in the episode marked, "
+        "'focus on orange (scored before)' once 'focus on frog' scored: ScienceWorld's focus commits to one thing "
+        "(core/state_text.py); recorded with θ, so a θ trained without the marks is served without them"
     )
     kept_weights: int = Field(
         16, ge=1, description="Published versions whose torch weights the learner keeps, so a Train can start "

@@ -28,7 +28,14 @@ from evoskill.core.episode_record import steps_with_states
 from evoskill.core.learn.features import Featurizer
 from evoskill.core.learn.tokens import TokenFeaturizer, TokenInputs
 from evoskill.core.rooms import RoomMap, room_of
-from evoskill.core.state_text import MAX_RECENT, MAX_SCORED, candidate_text, notes_after, state_text, with_recent
+from evoskill.core.state_text import (
+    MAX_RECENT,
+    candidate_text,
+    notes_after,
+    scored_before,
+    state_text,
+    with_recent,
+)
 from evoskill.envs.base import heuristic_template
 from evoskill.events.v1.events_pb2 import EpisodeCompleted, SearchTarget
 
@@ -85,20 +92,21 @@ class Example:
     scored: tuple[str, ...] = field(default=())  # the episode's actions before this step that raised the score
     unlisted: bool = False  # `taken` is a demonstration's action the environment did not list, added last
 
-    def state(self, recent: int = 0, scored: bool = False) -> tuple[str, str]:
-        """(goal text, observation text) θ reads, with the `recent` last actions and the `scored` ones where
-        its NetConfig says so."""
-        return self.goal, with_recent(self.observation, self.recent[-recent:] if recent else (),
-                                      self.scored[-MAX_SCORED:] if scored else ())
+    def state(self, recent: int = 0) -> tuple[str, str]:
+        """(goal text, observation text) θ reads, with the `recent` last actions where its NetConfig says so."""
+        return self.goal, with_recent(self.observation, self.recent[-recent:] if recent else ())
 
-    def candidates(self, keep: Sequence[int] | np.ndarray | None = None,
-                   rooms: bool = False) -> list[tuple[str, str]]:
+    def candidates(self, keep: Sequence[int] | np.ndarray | None = None, rooms: bool = False,
+                   scored: bool = False) -> list[tuple[str, str]]:
         """(text θ reads, template) of the candidates at `keep` (all by default), marked as in serving; with
-        `rooms`, with the rooms each leads to (a θ whose NetConfig.room_marks is on)."""
+        `rooms`, with the rooms each leads to (a θ whose NetConfig.room_marks is on); with `scored`, where an
+        action of their kind raised the score before (NetConfig.scored_marks)."""
         rows = range(len(self.actions)) if keep is None else keep
-        seen = self.seen if len(self.seen) == len(self.actions) else (False,) * len(self.actions)
-        leads = self.leads if rooms and len(self.leads) == len(self.actions) else ((),) * len(self.actions)
-        return [(candidate_text(self.actions[i], seen[i], leads[i]), self.templates[i]) for i in rows]
+        n = len(self.actions)
+        seen = self.seen if len(self.seen) == n else (False,) * n
+        leads = self.leads if rooms and len(self.leads) == n else ((),) * n
+        marks = scored_before(self.actions, self.scored) if scored else [False] * n
+        return [(candidate_text(self.actions[i], seen[i], leads[i], marks[i]), self.templates[i]) for i in rows]
 
 
 def searched(target: SearchTarget, n: int) -> bool:
@@ -156,7 +164,7 @@ def episode_examples(
         room = room_of(before)
         leads = tuple(rooms.leads(room, target.actions or (taken_text,)))
         rooms.learn(room, taken_text, room_of(step.observation))
-        recent, scored = tuple(taken_so_far[-MAX_RECENT:]), tuple(scored_so_far[-MAX_SCORED:])
+        recent, scored = tuple(taken_so_far[-MAX_RECENT:]), tuple(scored_so_far)
         taken_so_far.append(taken_text)
         if step.observation.score > before.score:
             scored_so_far.append(taken_text)

@@ -48,7 +48,7 @@ class NetConfig:
     train_tokens: bool = False  # reader: fine-tune the token table (frozen: unseen words stay comparable)
     room_marks: bool = False  # the candidates θ reads carry the rooms they lead to (core/rooms.py)
     recent_actions: int = 0  # θ reads the state with this many last actions taken (core/state_text.py)
-    scored_actions: bool = False  # θ reads the state with the actions that raised the score so far
+    scored_marks: bool = False  # the candidates θ reads are marked where their kind raised the score before
 
     @property
     def state_dim(self) -> int:

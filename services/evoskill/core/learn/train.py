@@ -137,7 +137,7 @@ class Learner:
         self.net_config = NetConfig(
             feature_dim=featurizer.dim, hidden=c.hidden, skill_dim=c.skill_dim, max_skills=c.max_skills,
             room_marks=self.settings.room_marks, recent_actions=self.settings.recent_actions,
-            scored_actions=self.settings.scored_actions, **reader
+            scored_marks=self.settings.scored_marks, **reader
         )
         self.net: PolicyValueNet | ReaderNet
         with torch.random.fork_rng():  # seeded init without touching the caller's global RNG
@@ -177,9 +177,9 @@ class Learner:
     def collate(self, examples: Sequence[Example], weights: np.ndarray | None = None, rename: bool = False) -> Batch:
         """Tensors of `examples`; with `rename`, a `learner.rename_share` of them in a renamed world (augment.py)."""
         keeps = [self._keep(ex) for ex in examples]
-        states = [ex.state(self.net_config.recent_actions, self.net_config.scored_actions) for ex in examples]
-        rooms = self.net_config.room_marks
-        candidates = [ex.candidates(keep, rooms) for ex, keep in zip(examples, keeps, strict=True)]
+        states = [ex.state(self.net_config.recent_actions) for ex in examples]
+        rooms, scored = self.net_config.room_marks, self.net_config.scored_marks
+        candidates = [ex.candidates(keep, rooms, scored) for ex, keep in zip(examples, keeps, strict=True)]
         if rename:
             columns = [_column(ex.taken, keep) for ex, keep in zip(examples, keeps, strict=True)]
             states, candidates = rename_batch(states, candidates, columns, self.settings.rename_share, self.rng)

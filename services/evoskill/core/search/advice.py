@@ -32,12 +32,12 @@ def theta(policy: PolicyFn) -> Advice:
     where they lead back to a visited state, and with the rooms they lead to where θ was trained so)."""
 
     def advise(model: SearchModel, states: Sequence[Path], evaluation: Evaluation) -> Evaluation:
-        rooms = bool(getattr(policy, "room_marks", False))  # as θ was trained (NetConfig.room_marks, recent_actions)
+        # as θ was trained (NetConfig.room_marks, recent_actions, scored_marks)
+        rooms = bool(getattr(policy, "room_marks", False))
         recent = int(getattr(policy, "recent_actions", 0))
-        scored = bool(getattr(policy, "scored_actions", False))
-        inputs = [(*state_text(model.observation(s), model.notes_at(s), model.recent_at(s, recent),
-                               model.scored_at(s) if scored else ()),
-                   *model.candidates(s, rooms)) for s in states]
+        scored = bool(getattr(policy, "scored_marks", False))
+        inputs = [(*state_text(model.observation(s), model.notes_at(s), model.recent_at(s, recent)),
+                   *model.candidates(s, rooms, scored)) for s in states]
         logits, values = policy(inputs)
         if evaluation.logits is not None:
             logits = [np.asarray(prior) + row for prior, row in zip(evaluation.logits, logits, strict=True)]

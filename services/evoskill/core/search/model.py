@@ -58,7 +58,7 @@ from evoskill.core.search.mcts import SearchOutOfTime, search
 from evoskill.core.search.result import SearchResult
 from evoskill.core.search.types import Evaluation, Root, Transition
 from evoskill.core.search_config import SearchConfig
-from evoskill.core.state_text import MAX_SCORED, candidate_text, notes_along
+from evoskill.core.state_text import candidate_text, notes_along, scored_before
 from evoskill.sandbox.v1 import sandbox_pb2
 
 Path = tuple[str, ...]
@@ -80,7 +80,7 @@ class SearchModel:
     advice: list[Advice] = field(default_factory=list)
     rooms: RoomMap = field(default_factory=RoomMap)  # the rooms the episode has walked through (core/rooms.py)
     taken: tuple[str, ...] = ()  # the episode's last actions (≤ state_text.MAX_RECENT), oldest first
-    scored: tuple[str, ...] = ()  # the episode's actions that raised the score (≤ state_text.MAX_SCORED)
+    scored: tuple[str, ...] = ()  # the episode's actions that raised the score, in order
     nodes: dict[Path, sandbox_pb2.ProbeResult] = field(default_factory=dict)
     rewards: dict[Path, float] = field(default_factory=dict)
     useful: dict[Path, list[str]] = field(default_factory=dict)  # the actions search considers per node
@@ -154,7 +154,7 @@ class SearchModel:
         """The actions that raised the score at `path`: the episode's, then the path's own."""
         rose = [a for k, a in enumerate(path)
                 if self.nodes[path[:k + 1]].observation.score > self.nodes[path[:k]].observation.score]
-        return (*self.scored, *rose)[-MAX_SCORED:]
+        return (*self.scored, *rose)
 
     def rooms_at(self, path: Path) -> RoomMap:
         """The episode's map of rooms with the path's own steps walked, as if they were real."""
@@ -166,13 +166,15 @@ class SearchModel:
             rooms.learn(room_of(before), path[k], room_of(after))
         return rooms
 
-    def candidates(self, path: Path, rooms: bool = False) -> tuple[list[str], list[str]]:
+    def candidates(self, path: Path, rooms: bool = False, scored: bool = False) -> tuple[list[str], list[str]]:
         """(texts θ reads, templates) of the actions search considers at `path`; with `rooms`, each marked
-        with the known rooms it leads to (θ's NetConfig.room_marks)."""
+        with the known rooms it leads to (θ's NetConfig.room_marks); with `scored`, where an action of its
+        kind raised the score before (NetConfig.scored_marks)."""
         actions = self.useful[path]
         leads = (self.rooms_at(path).leads(room_of(self.observation(path)), actions) if rooms
                  else [()] * len(actions))
-        texts = [candidate_text(a, s, r) for a, s, r in zip(actions, self.seen(path), leads, strict=True)]
+        marks = scored_before(actions, self.scored_at(path)) if scored else [False] * len(actions)
+        texts = [candidate_text(a, s, r, m) for a, s, r, m in zip(actions, self.seen(path), leads, marks, strict=True)]
         return texts, self.templates(path)
 
     def reward(self, path: Path) -> float:
