@@ -62,6 +62,13 @@ def test_invalid_and_ambiguous_actions_raise_without_changing_state(env: Science
         env.step("open door")
     assert info.value.action == "open door"
     assert env.observation() == before and env.moves == 0
+    assert "reset task" not in before.valid_actions  # the runner's to do, not an agent's
+    for strict in (True, False):
+        env.strict = strict
+        with pytest.raises(InvalidActionError, match="runner resets"):
+            env.step("reset task")
+    env.strict = True
+    assert env.observation() == before and env.moves == 0
     # Gold paths use forms outside the valid list (aliases, qualified names): the parser takes them.
     obs, _ = env.step("examine picture")
     assert "picture" in obs.text and env.moves == 1

@@ -28,6 +28,9 @@ _SAME_NAMES_EVERY_BUILD = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2 --add
 _LISTING_SEED = 0
 _LCG_MULTIPLIER = 0x5DEECE66D  # java.util.Random.setSeed(s) stores s ^ this: how a saved state is put back
 _JVM_OPTIONS_LOCK = threading.Lock()
+# Listed at every step, and no agent's to take: the runner resets episodes. Mid-episode it restarts the game, its
+# score and the focus gone, while the step budget runs on (a θ whose usual choice was marked took it instead).
+_RESET = "reset task"
 
 # ScienceWorld's action templates (get_possible_actions(), scienceworld 1.2.3) plus "go to OBJ",
 # the form its valid actions and gold paths use for "go OBJ".
@@ -194,6 +197,8 @@ class ScienceWorldAdapter(BaseTextEnv):
         return re.sub(r"^\s*Task Description:\s*", "", text).strip()
 
     def _step(self, action: str) -> Observation:
+        if action == _RESET:
+            raise self._reject(action, "the runner resets episodes; mid-episode it would undo the episode's progress")
         text, completed, info = self._send(action)
         return self._to_obs(text, info, completed=completed)
 
@@ -231,6 +236,8 @@ class ScienceWorldAdapter(BaseTextEnv):
             self._env.server.step("0")
 
     def _step_unlisted(self, action: str) -> Observation:
+        if action == _RESET:
+            return self._step(action)  # refused there, strict or not
         text, completed, info = self._send(action)
         reply = text.strip()
         if reply.startswith(_PARSER_REJECTED):
@@ -252,7 +259,7 @@ class ScienceWorldAdapter(BaseTextEnv):
         return Observation(
             text=str(text).strip(),
             goal=self._goal,
-            valid_actions=[str(a) for a in info.get("valid", [])],
+            valid_actions=[a for a in map(str, info.get("valid", [])) if a != _RESET],
             score=clamp01(raw / 100.0),
             done=won or lost,
             won=won,
