@@ -197,8 +197,6 @@ class ScienceWorldAdapter(BaseTextEnv):
         return re.sub(r"^\s*Task Description:\s*", "", text).strip()
 
     def _step(self, action: str) -> Observation:
-        if action == _RESET:
-            raise self._reject(action, "the runner resets episodes; mid-episode it would undo the episode's progress")
         text, completed, info = self._send(action)
         return self._to_obs(text, info, completed=completed)
 
@@ -207,6 +205,8 @@ class ScienceWorldAdapter(BaseTextEnv):
         seed (in seed jar) to flower pot 2" for each of three seeds names objects no agent can tell apart, so
         the first is taken, as ScienceWorld's own gold paths do (their "0" after such a request). Replays step
         through here too, so a restored state is the one the step reached."""
+        if action == _RESET:  # every step reaches ScienceWorld here, listed or not, strict or not
+            raise self._reject(action, "the runner resets episodes; mid-episode it would undo the episode's progress")
         server = self._env.server
         text = str(server.step(action))
         if _one_reading(text):
@@ -236,8 +236,6 @@ class ScienceWorldAdapter(BaseTextEnv):
             self._env.server.step("0")
 
     def _step_unlisted(self, action: str) -> Observation:
-        if action == _RESET:
-            return self._step(action)  # refused there, strict or not
         text, completed, info = self._send(action)
         reply = text.strip()
         if reply.startswith(_PARSER_REJECTED):
