@@ -25,6 +25,7 @@ from evoskill.core.reward import Scorer
 from evoskill.core.search_config import SearchConfig
 from evoskill.library.generate import HostSandbox, LocalReward
 from evoskill.memory.v1 import memory_pb2
+from evoskill.planner.client import llm_usage
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage, from_settings
 from evoskill.planner.v1 import planner_pb2
@@ -264,6 +265,7 @@ def test_proposals_solve_a_tool_task_and_their_tokens_reach_the_episode(
     assert episode.llm.prompt_tokens == sum(s.llm.prompt_tokens for s in episode.steps) > 0
     assert episode.llm.completion_tokens == COMPLETION_TOKENS * (len(fake.requests))
     assert updates[-1].llm == episode.llm
+    assert llm_usage(updates[-1].llm)["prompt_tokens"] == episode.llm.prompt_tokens  # what `eval --json` reports
     (unit, _) = experiences_from_episode(episode)
     assert unit.metadata["llm_prompt_tokens"] == str(first.llm.prompt_tokens)
     assert unit.metadata["llm_completion_tokens"] == str(COMPLETION_TOKENS) and unit.metadata["llm_cost_usd"] == "0"

@@ -44,6 +44,19 @@ class EvalReport:
         total = sum(e.seconds for e in self.episodes)
         return sum(e.planner_seconds for e in self.episodes) / total if total > 0 else 0.0
 
+    @property
+    def llm_usage(self) -> dict[str, float]:
+        """The LLM's usage summed over the episodes, and its tokens per episode and per step ({} = no LLM asked)."""
+        total: dict[str, float] = {}
+        for episode in self.episodes:
+            for name, value in episode.llm.items():
+                total[name] = total.get(name, 0) + value
+        if total:
+            tokens = total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)
+            total["tokens_per_episode"] = tokens / len(self.episodes)
+            total["tokens_per_step"] = tokens / max(sum(e.steps for e in self.episodes), 1)
+        return total
+
     def to_json(self) -> dict[str, Any]:
         return {
             "env": self.env, "agent": self.agent, "fold": self.fold, "simulations": self.simulations,
@@ -53,6 +66,7 @@ class EvalReport:
             "errors": sum(bool(e.error) for e in self.episodes),
             "explored_steps": sum(sum(e.explored.values()) for e in self.episodes),
             "walks_back": sum(e.walks_back for e in self.episodes),
+            **({"llm": self.llm_usage} if self.llm_usage else {}),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings, "budget": self.budget,
             "seeds": self.seeds, "interrupted": self.interrupted,
         }

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evoskill.common.v1 import common_pb2
 from evoskill.planner.v1 import planner_pb2, planner_pb2_grpc
 from evoskill.platform.config import Settings
 from evoskill.platform.replicas import pick
@@ -29,6 +30,7 @@ class EpisodeOutcome:
     trace_id: str = ""  # its OpenTelemetry trace ("" = tracing off): `evoskill trace <id>`, Jaeger
     explored: dict[str, int] = field(default_factory=dict)  # exploratory steps by reason (core/exploration.py)
     walks_back: int = 0  # entries into a place (room, inventory, score) the episode had entered before
+    llm: dict[str, float] = field(default_factory=dict)  # the LLM's usage (common.v1.LlmUsage's fields); {} = none
 
 
 def episode_request(env: str, seed: int, fold: str, agent: str, simulations: int, max_steps: int,
@@ -58,4 +60,11 @@ async def play(settings: Settings, request: planner_pb2.PlayEpisodeRequest,
     return EpisodeOutcome(request.seed, obs.won, obs.score, last.env_steps, len(actions), last.total_reward, actions,
                           seconds=last.seconds, planner_seconds=last.planner_seconds,
                           episode_id=last.episode_id or request.episode_id, trace_id=last.trace_id,
-                          explored=explored, walks_back=last.walks_back)
+                          explored=explored, walks_back=last.walks_back, llm=llm_usage(last.llm))
+
+
+def llm_usage(usage: common_pb2.LlmUsage) -> dict[str, float]:
+    """An episode's LLM usage as plain numbers, every field named; {} where it asked the LLM nothing."""
+    if not usage.requests:
+        return {}
+    return {f.name: getattr(usage, f.name) for f in usage.DESCRIPTOR.fields}
