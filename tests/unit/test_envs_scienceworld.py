@@ -102,6 +102,27 @@ def test_a_request_whose_readings_all_say_the_same_takes_the_first() -> None:
         env.close()
 
 
+def test_shown_names_list_each_object_as_the_room_shows_it_and_act_on_it() -> None:
+    """identify-life-stages-1 lists a dove egg as "dove" and a frog egg as "common toad"; with `shown_names` they are
+    listed as the room reads ("a dove egg"), and the renamed focus is the one that scores. The option is evoskill's,
+    not a simplification ScienceWorld is loaded with."""
+    env = make_env("sciworld:identify-life-stages-1?easy=1,shown_names=1")
+    assert isinstance(env, ScienceWorldAdapter)
+    try:
+        assert env.shown_names and env.simplifications == "easy"
+        obs = env.reset(seed=1, fold="test")
+        assert "life stages of the dove" in obs.goal
+        for action in ("go to hallway", "go to kitchen", "go to outside"):
+            obs, _ = env.step(action)
+        assert "a dove egg" in obs.look and "focus on dove egg" in obs.valid_actions
+        assert "focus on frog egg" in obs.valid_actions and "focus on common toad" not in obs.valid_actions
+        before = obs.score
+        obs, reward = env.step("focus on dove egg")
+        assert "You focus on the dove egg" in obs.text and reward > 0 and obs.score > before and not obs.done
+    finally:
+        env.close()
+
+
 def test_folds_give_different_variations(env: ScienceWorldAdapter) -> None:
     folds = {f: env.variations(f) for f in ("train", "dev", "test")}
     assert not set(folds["train"]) & set(folds["dev"]) and not set(folds["dev"]) & set(folds["test"])

@@ -16,6 +16,7 @@ from evoskill.envs.jvm import java_available
 from evoskill.envs.registry import EnvScheme, EnvUnavailableError
 from evoskill.envs.spec import (
     FALSE_VALUES,
+    SW_OPTIONS,
     SW_SIMPLIFICATIONS,
     TW_ALIASES,
     TW_GENERATORS,
@@ -84,13 +85,13 @@ def parse_sciworld(name: str, params: dict[str, str], validate: bool) -> tuple[s
 
     task = resolve_task(name)
     out: dict[str, str] = {}
-    lower = {s.lower(): s for s in SW_SIMPLIFICATIONS}
+    lower = {s.lower(): s for s in (*SW_SIMPLIFICATIONS, *SW_OPTIONS)}
     for key, value in params.items():
         canon = lower.get(key.lower())
         if canon is None:
             raise EnvSpecError(
                 f"unknown parameter {key!r} for sciworld:{task}; accepted boolean parameters: "
-                f"{', '.join(SW_SIMPLIFICATIONS)}"
+                f"{', '.join((*SW_SIMPLIFICATIONS, *SW_OPTIONS))}"
             )
         out[canon] = "1" if (parse_bool(value, key=key) if validate else value not in FALSE_VALUES) else "0"
     return task, out
@@ -126,7 +127,8 @@ def sciworld_environments() -> list[EnvironmentInfo]:
     from evoskill.envs.scienceworld_env import scienceworld_available, sciworld_tasks
 
     sw_ok = scienceworld_available()
-    return [EnvironmentInfo("sciworld", task, title, SW_SIMPLIFICATIONS, (task_id,), sw_ok, f"sciworld:{task}")
+    params = (*SW_SIMPLIFICATIONS, *SW_OPTIONS)
+    return [EnvironmentInfo("sciworld", task, title, params, (task_id,), sw_ok, f"sciworld:{task}")
             for task_id, task, title in sciworld_tasks()]
 
 

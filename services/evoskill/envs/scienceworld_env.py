@@ -11,7 +11,8 @@ from typing import Any, Unpack
 from evoskill.common.v1.common_pb2 import Observation
 from evoskill.envs.base import AdapterOptions, BaseTextEnv, TemplateMatcher, clamp01
 from evoskill.envs.jvm import shutdown_jvm
-from evoskill.envs.spec import EnvSpec, EnvSpecError
+from evoskill.envs.scienceworld_names import renamed_actions
+from evoskill.envs.spec import SW_OPTIONS, EnvSpec, EnvSpecError
 
 _NO_LIMIT = 2**31 - 1
 _PARSER_REJECTED = "No known action matches that input."
@@ -131,10 +132,16 @@ class ScienceWorldAdapter(BaseTextEnv):
         self._goal = ""
         self.variation: int | None = None
         self._matcher = TemplateMatcher(SW_BASE_TEMPLATES, r"\bOBJ\b")
+        self._templates: dict[int, str] = {}  # the loaded task's action templates by id (`shown_names`)
 
     @property
     def simplifications(self) -> str:
-        return ",".join(k for k, v in sorted(self._spec.params.items()) if v == "1")
+        return ",".join(k for k, v in sorted(self._spec.params.items()) if v == "1" and k not in SW_OPTIONS)
+
+    @property
+    def shown_names(self) -> bool:
+        """Objects listed as the room shows them (`?shown_names=1`, envs/scienceworld_names.py)."""
+        return self._spec.params.get("shown_names") == "1"
 
     def variations(self, fold: str) -> list[int]:
         """ScienceWorld's variation indices of the spec's task in ``fold``."""
@@ -171,6 +178,8 @@ class ScienceWorldAdapter(BaseTextEnv):
                 raise EnvSpecError(f"{self._spec.canonical()}: {exc}") from exc
             self._loaded = (self._spec.name, variation, self.simplifications)
             self._matcher.add(self._env.get_possible_actions())
+            self._templates = {int(t["template_id"]): str(t["action_example"])
+                               for t in self._env.get_possible_actions_with_IDs()}
         self.variation = variation
         if self._replaying and loaded is self._loaded and self.quiet_replays:
             # Not loaded again, so the goal is known and nobody reads this observation: ScienceWorld's reset, less
@@ -218,13 +227,22 @@ class ScienceWorldAdapter(BaseTextEnv):
         none of the simulation's random numbers (`_FixedDraws`)."""
         server = self._env.server
         with self._fixed_draws:
-            return {
+            info = {
                 "score": round(100 * float(server.getScore())),
                 "look": str(server.freeActionLook()),
                 "inv": str(server.freeActionInventory()),
                 "taskDesc": str(server.freeActionTaskDesc()),
-                "valid": list(server.getValidActionObjectCombinations()),
             }
+            info["valid"] = self._shown_listing(info) if self.shown_names else list(
+                server.getValidActionObjectCombinations())
+            return info
+
+    def _shown_listing(self, info: dict[str, Any]) -> list[str]:
+        """The listed actions, each object called as the room or the inventory shows it (`renamed_actions`)."""
+        env = self._env
+        referents = {oid: o["referents"] for oid, o in env.get_all_object_ids_types_referents_LUTJSON().items()}
+        return renamed_actions(env.get_valid_action_object_combinations_with_templates(), self._templates,
+                               env.get_possible_object_referent_LUT(), referents, f"{info['look']}\n{info['inv']}")
 
     def _advance(self, action: str) -> None:
         """A replay's step without its observation: ScienceWorld's `step` lists the valid actions (and reads the

@@ -121,6 +121,9 @@ SW_SIMPLIFICATIONS: tuple[str, ...] = (
     "openDoors",
     "noElectricalAction",
 )
+# ScienceWorld's boolean spec parameters of evoskill's own: `shown_names` lists each object as the room shows it
+# (envs/scienceworld_names.py).
+SW_OPTIONS: tuple[str, ...] = ("shown_names",)
 
 TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 FALSE_VALUES = frozenset({"0", "false", "no", "off"})
