@@ -293,9 +293,12 @@ class BfclEnv(BaseTextEnv):
         if key not in self._goals:
             asked = [f"{t + 1}. {self._request(t)}" for t in range(turn + 1)]
             lines = [f"- {t.signature()}: {short_description(t)}" for t in self._tools().values()]
+            # The functions before the turns: a goal grows by a turn at each turn's end, and an LLM server's prefix
+            # cache (llama.cpp, vLLM, hosted prompt caching) reuses what comes before the first change.
             self._goals[key] = (f"BFCL {e.category} entry {e.id}: do what the user asks, turn by turn, with the "
-                                "functions below.\nUser turns so far:\n" + "\n".join(asked) + "\n\nFunctions:\n"
-                                + "\n".join([*lines, *(f"- {h}" for h in META_HELP.values())]))
+                                "functions below.\nFunctions:\n"
+                                + "\n".join([*lines, *(f"- {h}" for h in META_HELP.values())])
+                                + "\n\nUser turns so far:\n" + "\n".join(asked))
         return self._goals[key]
 
     def _offered(self) -> list[str]:
