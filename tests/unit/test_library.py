@@ -209,4 +209,8 @@ def test_listed_forms_leave_qualifiers_out_and_read_verb_aliases() -> None:
     animals = ["focus on turtle", "focus on hatchling turtle", "focus on beaver"]
     assert listed_forms("focus on hatchling turtle in outside", animals) == ["focus on hatchling turtle",
                                                                             "focus on turtle"]
+    # the last object's words in another order (objects listed as the room shows them), not the objects swapped
+    shown = ["focus on crocodile egg", "focus on frog egg", "move crocodile egg to pond", "move pond to crocodile egg"]
+    assert listed_forms("focus on egg crocodile in outside", shown) == ["focus on crocodile egg"]
+    assert listed_forms("move egg crocodile to pond", shown) == ["move crocodile egg to pond"]
 

@@ -83,6 +83,14 @@ def _qualified(words: Sequence[str], longer: Sequence[str]) -> bool:
     return bool(words) and words[0] == longer[0] and words[-1] == longer[-1] and all(w in rest for w in words)
 
 
+def _reordered(words: Sequence[str], other: Sequence[str]) -> bool:
+    """`words` is `other` with its last object's words in another order: "focus on crocodile egg" (ScienceWorld
+    listing objects as the room shows them, `shown_names`) for its gold path's "focus on egg crocodile"."""
+    cut = max((i for i, w in enumerate(other) if w in _LINKS), default=0) + 1  # past the verb or the last link
+    return (words != other and len(words) == len(other) and words[:cut] == other[:cut]
+            and sorted(words[cut:]) == sorted(other[cut:]))
+
+
 def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
     """The listed actions that may be `action` written otherwise, closest first: its words with qualifiers left
     out or in another order (ScienceWorld's gold paths say "use thermometer in inventory on chocolate", "connect
@@ -107,13 +115,15 @@ def listed_forms(action: str, listed: Sequence[str]) -> list[str]:
 
 def _distance(candidate: str, spelled: str) -> int | None:
     """The words one has that the other has not, where `candidate` may be `spelled` written otherwise: one a word
-    prefix of the other, `candidate` its words in order with qualifiers between, or the same verb and last word
-    with no word `spelled` lacks but joining ones; else None."""
+    prefix of the other, `candidate` its words in order with qualifiers between, its last object's words in another
+    order, or the same verb and last word with no word `spelled` lacks but joining ones; else None."""
     if candidate.startswith(spelled + " ") or spelled.startswith(candidate + " "):
         return abs(len(candidate.split()) - len(spelled.split()))
     short, long = candidate.split(), spelled.split()
     if len(short) > len(long) and _qualified(long, short):
         return len(short) - len(long)
+    if _reordered(short, long):
+        return 1
     if not short or not long or short[0] != long[0] or short[-1] != long[-1] or not set(short) - _LINKS <= set(long):
         return None
     return len(set(long) ^ set(short))
