@@ -13,6 +13,7 @@ from evoskill.events.v1 import events_pb2
 from evoskill.platform.bus import Bus, Subjects
 from evoskill.platform.config import Settings
 from evoskill.platform.payloads import PAYLOAD_HEADER
+from evoskill.platform.service import ServiceParts, start_service
 from evoskill.platform.telemetry import current_trace_id, tracer
 from tests.integration.waiting import until
 
@@ -296,3 +297,40 @@ async def test_a_message_whose_every_handling_dies_is_dead_lettered_unhandled(se
         await bus.stop()
     assert len(attempts) == 3 and letters[0].deliveries == 4  # handled thrice; the server's last one letters it
     assert "delivered 4 times without an outcome" in letters[0].error
+
+
+async def test_a_stopping_service_leaves_the_bus_before_it_closes_its_parts(settings: Settings) -> None:
+    """Events keep arriving while a service stops: none is handed to its consumer once its parts (a store) close,
+    where that delivery would fail and count toward the dead letter."""
+    settings = isolated(settings)
+    log: list[str] = []
+    handled = asyncio.Event()
+
+    async def factory(settings: Settings, bus: Bus) -> ServiceParts:
+        @bus.consumer(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished)
+        async def handle(message: events_pb2.PolicyPublished) -> None:
+            log.append("handled")
+            handled.set()
+
+        async def close() -> None:
+            log.append("closed")
+            await asyncio.sleep(1.0)  # a store that takes its time to close
+
+        return ServiceParts(closers=[close])
+
+    running = await start_service("planner", settings, factory)
+    producer = Bus(settings, "learner")
+    await producer.start()
+    try:
+        await producer.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version="v1"))
+        await asyncio.wait_for(handled.wait(), 10)
+        stopping = asyncio.create_task(running.stop())
+        sent = 1
+        while not stopping.done():
+            sent += 1
+            await producer.publish(Subjects.POLICY_PUBLISHED, events_pb2.PolicyPublished(version=f"v{sent}"))
+            await asyncio.sleep(0.02)
+        await stopping
+    finally:
+        await producer.stop()
+    assert "closed" in log and "handled" not in log[log.index("closed"):], log

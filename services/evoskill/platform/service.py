@@ -58,15 +58,17 @@ class RunningService:
     tasks: list[asyncio.Task[None]]
 
     async def stop(self) -> None:
-        """Stop serving, close the parts, cancel the background jobs, leave the bus; each step gets at most
-        STOP_STEP_S, so that one wedged part (a call that never returns) cannot keep the process from exiting."""
+        """Stop serving, leave the bus, close the parts, cancel the background jobs; each step gets at most
+        STOP_STEP_S, so that one wedged part (a call that never returns) cannot keep the process from exiting.
+        The bus before the parts: a consumer still handed messages after its store closed fails their deliveries,
+        and each failure counts toward the dead letter (the memory service's did at every stop)."""
         await self._bounded("the gRPC server", self.server.stop())
+        await self._bounded("the bus", self.bus.stop())
         for close in reversed(self.parts.closers):
             await self._bounded(f"cleanup {getattr(close, '__qualname__', close)}", close())
         for task in self.tasks:
             task.cancel()
         await self._bounded("the background jobs", asyncio.gather(*self.tasks, return_exceptions=True))
-        await self._bounded("the bus", self.bus.stop())
 
     async def _bounded(self, what: str, step: Awaitable[Any]) -> None:
         try:
