@@ -39,7 +39,7 @@ from evoskill.orchestrator.training.logic import TrainingParams, TrainingProgres
 from evoskill.orchestrator.training.starter import start_training
 from evoskill.orchestrator.training.workflow import TrainingWorkflow
 from evoskill.platform.config import MemorySettings
-from evoskill.stack.counts import read_stream, replay_ids, stop_for_good, stored_experiences
+from evoskill.stack.counts import drained, read_stream, replay_ids, stop_for_good, stored_experiences
 from evoskill.stack.supervisor import Stack, read_state
 from tests.conftest import make_settings
 from tests.integration.test_self_healing import component, restarted
@@ -185,6 +185,9 @@ async def reconcile(run: Run) -> dict[str, Any]:
             if e.request_id.startswith(workflow_id)]
     assert sorted(e.request_id for e in ours) == [f"{workflow_id}-e{k}-train" for k in range(epochs)]
 
+    # The workflow ends once its last episode is in; the reward and memory consumers may still be taking its last
+    # steps (a restarted nats-server redelivers after ack_wait): the stream is read once they have caught up.
+    assert await drained(stack), "the services did not take everything published within 120 s"
     stream = await read_stream(stack, workflow_id)
     assert set(stream.completed) == expected
     final_steps = {episode: steps[-1] for episode, steps in stream.completed.items()}
