@@ -58,6 +58,7 @@ class EvalReport:
         return total
 
     def to_json(self) -> dict[str, Any]:
+        usage = self.llm_usage
         return {
             "env": self.env, "agent": self.agent, "fold": self.fold, "simulations": self.simulations,
             "success_rate": self.success_rate, "mean_score": self.mean_score, "mean_env_steps": self.mean_env_steps,
@@ -66,7 +67,7 @@ class EvalReport:
             "errors": sum(bool(e.error) for e in self.episodes),
             "explored_steps": sum(sum(e.explored.values()) for e in self.episodes),
             "walks_back": sum(e.walks_back for e in self.episodes),
-            **({"llm": self.llm_usage} if self.llm_usage else {}),
+            **({"llm": usage} if usage else {}),
             "episodes": [asdict(e) for e in self.episodes], "settings": self.settings, "budget": self.budget,
             "seeds": self.seeds, "interrupted": self.interrupted,
         }

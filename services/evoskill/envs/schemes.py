@@ -16,8 +16,7 @@ from evoskill.envs.jvm import java_available
 from evoskill.envs.registry import EnvScheme, EnvUnavailableError
 from evoskill.envs.spec import (
     FALSE_VALUES,
-    SW_OPTIONS,
-    SW_SIMPLIFICATIONS,
+    SW_PARAMS,
     TW_ALIASES,
     TW_GENERATORS,
     TW_RESERVED_OPTIONS,
@@ -85,13 +84,13 @@ def parse_sciworld(name: str, params: dict[str, str], validate: bool) -> tuple[s
 
     task = resolve_task(name)
     out: dict[str, str] = {}
-    lower = {s.lower(): s for s in (*SW_SIMPLIFICATIONS, *SW_OPTIONS)}
+    lower = {s.lower(): s for s in SW_PARAMS}
     for key, value in params.items():
         canon = lower.get(key.lower())
         if canon is None:
             raise EnvSpecError(
                 f"unknown parameter {key!r} for sciworld:{task}; accepted boolean parameters: "
-                f"{', '.join((*SW_SIMPLIFICATIONS, *SW_OPTIONS))}"
+                f"{', '.join(SW_PARAMS)}"
             )
         out[canon] = "1" if (parse_bool(value, key=key) if validate else value not in FALSE_VALUES) else "0"
     return task, out
@@ -127,8 +126,7 @@ def sciworld_environments() -> list[EnvironmentInfo]:
     from evoskill.envs.scienceworld_env import scienceworld_available, sciworld_tasks
 
     sw_ok = scienceworld_available()
-    params = (*SW_SIMPLIFICATIONS, *SW_OPTIONS)
-    return [EnvironmentInfo("sciworld", task, title, params, (task_id,), sw_ok, f"sciworld:{task}")
+    return [EnvironmentInfo("sciworld", task, title, SW_PARAMS, (task_id,), sw_ok, f"sciworld:{task}")
             for task_id, task, title in sciworld_tasks()]
 
 

@@ -124,6 +124,7 @@ SW_SIMPLIFICATIONS: tuple[str, ...] = (
 # ScienceWorld's boolean spec parameters of evoskill's own: `shown_names` lists each object as the room shows it
 # (envs/scienceworld_names.py).
 SW_OPTIONS: tuple[str, ...] = ("shown_names",)
+SW_PARAMS: tuple[str, ...] = (*SW_SIMPLIFICATIONS, *SW_OPTIONS)  # every boolean parameter a sciworld: spec takes
 
 TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 FALSE_VALUES = frozenset({"0", "false", "no", "off"})
