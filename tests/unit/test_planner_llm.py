@@ -78,6 +78,24 @@ def test_the_prompts_number_the_candidates_and_list_the_tips() -> None:
     assert "at most 2 actions" in proposing.system and proposing.messages()[1]["content"] == proposing.user
 
 
+
+def test_a_long_list_is_shown_by_kind_and_the_llm_proposes_from_it() -> None:
+    calls = [f"cd(folder='d{i}')" for i in range(30)] + [f"ls(a={b})" for b in (True, False)] + ["final_answer()"]
+    kinds = ["cd(folder)"] * 30 + ["ls(a)"] * 2 + ["final_answer(answer)"]
+    request = prompt("tidy the files", "You are in /.", calls, [], propose=False, kinds=kinds, max_listed=5)
+    assert request.propose and "at most 3 actions" in request.system  # ranking 33 would list them all
+    # every kind one example before any shows two (5 in all), numbered kind by kind
+    assert request.numbered == ("cd(folder='d0')", "cd(folder='d1')", "ls(a=True)", "ls(a=False)", "final_answer()")
+    assert "- cd(folder) (30): 1. cd(folder='d0'); 2. cd(folder='d1')" in request.user
+    assert "- final_answer(answer) (1): 5. final_answer()" in request.user and "d2" not in request.user
+    answer = parse_answer("2\ncd(folder='d17')\nmkdir(x=1)", calls, grammar_of("tidy"), limit=3,
+                          numbered=request.numbered)
+    assert answer.ranked == ["cd(folder='d1')", "cd(folder='d17')", "mkdir(x=1)"]  # a number names a shown one;
+    assert answer.new == ["mkdir(x=1)"]  # an unshown listed action written out is that candidate, not a new one
+    short = prompt("tidy the files", "You are in /.", calls[:4], [], propose=False, kinds=kinds[:4], max_listed=5)
+    assert not short.propose and "4. cd(folder='d3')" in short.user and short.numbered == tuple(calls[:4])
+    assert len(request.user) < len(prompt("tidy", "/", calls, [], propose=False).user)
+
 def test_the_llms_prior_favours_its_choices_and_rules_nothing_out() -> None:
     prior = llm_prior([2, 0], 4)
     assert prior.sum() == pytest.approx(1.0) and prior[2] > prior[0] > prior[1] == prior[3] > 0

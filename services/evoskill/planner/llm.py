@@ -157,7 +157,8 @@ class LlmAdvisor:
         return propose
 
     def answer(self, model: SearchModel, path: Path, usage: Usage) -> LlmAnswer | None:
-        """The LLM's answer at `path`: a ranking of its candidates, new actions where it lists few."""
+        """The LLM's answer at `path`: a ranking of its candidates, or new actions where it lists few (and where
+        it lists more than llm.max_listed, shown by kind)."""
         observation = model.observation(path)
         actions = list(model.actions(path))  # the candidates search considers: no no-op wastes a choice
         goal, state = state_text(observation, model.notes_at(path))
@@ -165,12 +166,14 @@ class LlmAdvisor:
         if not propose and len(actions) < 2:
             return None  # nothing to choose between: spare the request
         request = prompt(goal, state, actions, list(self.tips)[: self.settings.max_tips], propose=propose,
-                         limit=self.settings.max_proposals, taken=[*self.taken, *path])
+                         limit=self.settings.max_proposals, taken=[*self.taken, *path],
+                         kinds=model.templates(path, actions), max_listed=self.settings.max_listed)
         reply = self.client.complete(request, usage)
         if reply is None:
             return None
-        if propose:
-            answer = parse_answer(reply, actions, grammar_of(observation.goal), self.settings.max_proposals)
+        if request.propose:  # a long list is shown by kind, and the LLM proposes there too
+            answer = parse_answer(reply, actions, grammar_of(observation.goal), self.settings.max_proposals,
+                                  request.numbered)
             for line, why in answer.rejected:
                 log.info("LLM line %r is no action here: %s", line[:200], why)
         else:

@@ -433,6 +433,11 @@ class LlmSettings(_Group):
         "(tool tasks' calls enumerate_calls could fill in; 0 = never), else it only ranks them"
     )
     max_proposals: int = Field(3, ge=1, description="New actions one answer may propose")
+    max_listed: int = Field(
+        40, ge=0, description="A node with more candidates is shown to the LLM by kind (each template's count and "
+        "examples, this many in all), and the LLM writes its actions (proposes) instead of ranking a list of "
+        "hundreds (ScienceWorld, a tool task's enumerated calls); 0 = list every candidate"
+    )
     depth: int = Field(0, ge=0, description="Nodes the LLM is asked at: those at most this deep (0 = the root only)")
     prompt_usd_per_mtok: float = Field(0.0, ge=0, description="Price of a million prompt tokens, for the cost "
                                        "each step and episode records (0 = unpriced: a local model)")

@@ -3,7 +3,10 @@
 Two questions, one request each: where the environment lists enough candidates, ``rank`` them (the answer
 is their numbers, best first: "3, 1"); where it lists few or none (tool tasks, whose candidates are only the
 calls `enumerate_calls` could fill in), ``propose``: the answer is one action a line, best first, each a
-listed candidate's number or a new action. A new action must fit the environment's grammar where it has one
+listed candidate's number or a new action. A node listing more than `max_listed` candidates (ScienceWorld's
+hundreds, a tool task's enumerated calls) is shown by kind: each kind's count and a few numbered examples, and
+the LLM writes its actions: its answer names any of them, and a prompt stays a few hundred tokens where the
+whole list was thousands (BFCL: ~80% of a prompt). A new action must fit the environment's grammar where it has one
 (`grammar_of`: for a tool task, a call of one of the tools its goal lists, checked against the schema rebuilt
 from their signatures, envs/tools/calls.py); the environment then judges it for real when the search steps
 it. Retrieved memories enter as tips (core/memory/fusion.py).
@@ -52,6 +55,7 @@ class Prompt:
     user: str
     max_tokens: int
     propose: bool
+    numbered: tuple[str, ...] = ()  # the candidates the prompt numbers, in order: what "3" in the answer names
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
@@ -68,9 +72,11 @@ class LlmAnswer:
 
 
 def prompt(goal: str, state: str, actions: Sequence[str], tips: Sequence[str], *, propose: bool,
-           limit: int = 3, taken: Sequence[str] = ()) -> Prompt:
+           limit: int = 3, taken: Sequence[str] = (), kinds: Sequence[str] = (), max_listed: int = 0) -> Prompt:
     """The request at one state: `taken` is what the episode (and the search's path) did to get there, the
-    last `MAX_TAKEN` of it (a tool task's earlier calls, which the observation no longer shows)."""
+    last `MAX_TAKEN` of it (a tool task's earlier calls, which the observation no longer shows). More than
+    `max_listed` actions (0: no bound) are shown by their `kinds` (each action's template), and the LLM
+    proposes."""
     observation = state if len(state) <= MAX_STATE_CHARS else state[:MAX_STATE_CHARS] + " ..."
     lines = [f"Goal: {goal}", ""]
     if taken:
@@ -78,13 +84,44 @@ def prompt(goal: str, state: str, actions: Sequence[str], tips: Sequence[str], *
     lines += ["Current observation:", observation.strip(), ""]
     if tips:
         lines += ["Tips from similar past situations:", *(f"- {t}" for t in tips), ""]
-    if actions:
+    numbered = list(actions)
+    if 0 < max_listed < len(actions):
+        propose = True
+        by_kind = grouped(actions, kinds or actions, max_listed)  # no kinds: a list cut at max_listed
+        numbered = [a for examples in by_kind.values() for a in examples[1]]
+        lines += [f"The environment accepts {len(actions)} actions here; by kind, with numbered examples "
+                  "(write any action of these kinds, or an example's number):"]
+        at = 1
+        for kind, (count, examples) in by_kind.items():
+            shown = "; ".join(f"{at + k}. {a}" for k, a in enumerate(examples))
+            lines.append(f"- {kind} ({count}): {shown}")
+            at += len(examples)
+        lines.append("")
+    elif actions:
         lines += ["Candidate actions:", *(f"{i}. {a}" for i, a in enumerate(actions, 1)), ""]
     if propose:
         lines.append(f"Best actions (at most {limit}, one per line, best first):")
-        return Prompt(PROPOSE_SYSTEM.format(limit=limit), "\n".join(lines), PROPOSE_TOKENS, True)
+        return Prompt(PROPOSE_SYSTEM.format(limit=limit), "\n".join(lines), PROPOSE_TOKENS, True, tuple(numbered))
     lines.append("Best actions (numbers, best first):")
-    return Prompt(RANK_SYSTEM, "\n".join(lines), RANK_TOKENS, False)
+    return Prompt(RANK_SYSTEM, "\n".join(lines), RANK_TOKENS, False, tuple(numbered))
+
+
+def grouped(actions: Sequence[str], kinds: Sequence[str], examples: int) -> dict[str, tuple[int, list[str]]]:
+    """kind -> (how many of `actions` are of it, its examples), kinds in order of their first action: `examples`
+    in all, dealt one a kind at a time in the actions' order, so every kind shows one before any shows two (a
+    kind beyond the `examples`-th shows only its count)."""
+    members: dict[str, list[str]] = {}
+    for action, kind in zip(actions, kinds, strict=True):
+        members.setdefault(kind, []).append(action)
+    shown: dict[str, list[str]] = {kind: [] for kind in members}
+    left, depth = examples, 0
+    while left > 0 and any(len(m) > depth for m in members.values()):
+        for kind, m in members.items():
+            if left > 0 and len(m) > depth:
+                shown[kind].append(m[depth])
+                left -= 1
+        depth += 1
+    return {kind: (len(m), shown[kind]) for kind, m in members.items()}
 
 
 def parse_choices(reply: str, actions: Sequence[str]) -> list[int]:
@@ -131,9 +168,12 @@ def grammar_of(goal: str) -> Grammar:
     return lambda text: free_text(text_of(read(text, tools), tools))
 
 
-def parse_answer(reply: str, actions: Sequence[str], grammar: Grammar, limit: int) -> LlmAnswer:
-    """A proposing answer read line by line: a line is a listed candidate (its number, its text, or a call
-    that is one once written canonically) or a new action the grammar accepts; at most `limit` new ones."""
+def parse_answer(reply: str, actions: Sequence[str], grammar: Grammar, limit: int,
+                 numbered: Sequence[str] | None = None) -> LlmAnswer:
+    """A proposing answer read line by line: a line is a listed candidate (its number among `numbered`, the
+    prompt's numbered ones, all `actions` by default; its text; or a call that is one once written canonically)
+    or a new action the grammar accepts; at most `limit` new ones."""
+    numbered = actions if numbered is None else numbered
     listed = {a.lower(): a for a in actions}
     ranked: list[str] = []
     new: list[str] = []
@@ -144,8 +184,8 @@ def parse_answer(reply: str, actions: Sequence[str], grammar: Grammar, limit: in
             continue
         if _NUMBERS.match(line):  # "3" or "3, 1": listed candidates by number
             for number in map(int, _NUMBER.findall(line)):
-                if 1 <= number <= len(actions):
-                    ranked.append(actions[number - 1])
+                if 1 <= number <= len(numbered):
+                    ranked.append(numbered[number - 1])
                 else:
                     rejected.append((line, f"no candidate {number}"))
             continue
