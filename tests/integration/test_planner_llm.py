@@ -233,9 +233,10 @@ def add_then_answer(prompt: str) -> str:
     return "```\nmultiply(a=2, b=3)\nadd(a='two', b=3)\n- add(a=2, b=3)\nadd(2, 3)\n```"
 
 
-def play(url: str, env_spec: str, agent: str, max_steps: int) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
+def play(url: str, env_spec: str, agent: str, max_steps: int,
+         episode_tokens: int = 0) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
     """One episode in-process (the sandbox's host, the reward's function) with the LLM at `url`."""
-    client = LlmClient(LlmSettings(base_url=url, model="m"))
+    client = LlmClient(LlmSettings(base_url=url, model="m", episode_tokens=episode_tokens))
     sandbox = HostSandbox()
     player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()), llm=client)
     request = planner_pb2.PlayEpisodeRequest(env_spec=env_spec, seed=0, fold="train", max_steps=max_steps,
@@ -270,6 +271,21 @@ def test_proposals_solve_a_tool_task_and_their_tokens_reach_the_episode(
     assert unit.metadata["llm_prompt_tokens"] == str(first.llm.prompt_tokens)
     assert unit.metadata["llm_completion_tokens"] == str(COMPLETION_TOKENS) and unit.metadata["llm_cost_usd"] == "0"
 
+
+@pytest.mark.parametrize("agent", ["llm", "llm+mcts"])
+def test_an_episode_stops_asking_once_its_token_budget_is_spent(
+    llm: tuple[FakeLlm, str], tmp_path: Path, agent: str
+) -> None:
+    """llm.episode_tokens: the request that crosses the budget is the episode's last. `llm`'s second answer
+    needed the LLM, so the episode it won with no bound (the test above) is lost; search finds the answer alone
+    (the environment lists it once the call returned 5)."""
+    fake, url = llm
+    fake.mode, fake.script = "script", add_then_answer
+    _, player = play(url, tool_task(tmp_path), agent, max_steps=2, episode_tokens=1)
+    first, second = player.completed.steps
+    assert first.action.text == "add(a=2, b=3)" and first.llm.requests == len(fake.requests) >= 1
+    assert second.llm.requests == 0 and player.completed.llm.requests == first.llm.requests
+    assert player.completed.won == (agent == "llm+mcts")
 
 def test_the_agent_falls_back_when_the_llm_names_nothing(llm: tuple[FakeLlm, str], tmp_path: Path,
                                                          caplog: pytest.LogCaptureFixture) -> None:

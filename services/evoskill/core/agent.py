@@ -158,6 +158,7 @@ class EpisodeMemory:
     place: tuple[str, str, float] = ("", "", 0.0)
     entered: Counter[tuple[str, str, float]] = field(default_factory=Counter)  # place -> times the episode entered it
     walks_back: int = 0  # entries into a place entered before: walks back with nothing carried or scored since
+    llm_tokens: int = 0  # the LLM's tokens (prompt and completion) the episode's steps spent so far
     _last: tuple[str, str] | None = None
     _score: float | None = None
 

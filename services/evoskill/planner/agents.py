@@ -89,7 +89,8 @@ class AgentTools:
         None where no LLM is configured."""
         if self.llm is None:
             return None
-        return LlmAdvisor(self.llm, tips_from_memories(recalled(), self.llm.settings.max_tips), step.memory.taken)
+        return LlmAdvisor(self.llm, tips_from_memories(recalled(), self.llm.settings.max_tips), step.memory.taken,
+                          step.memory.llm_tokens)
 
     def candidates(self, step: Step, target: events_pb2.SearchTarget,
                    propose: ProposeFn | None = None) -> SearchModel:

@@ -165,6 +165,8 @@ class EpisodePlayer:
             transition = played.transition
             self.episode.record(decision.state_key, decision.action, transition.after.text, transition.after.score,
                                 moved=(transition.before, transition.after))
+            if decision.llm is not None:
+                self.episode.llm_tokens += decision.llm.prompt_tokens + decision.llm.completion_tokens
             score = self.reward.Score(reward_pb2.ScoreRequest(transition=transition))
             record_step(self.completed, transition, decision.target, score.total, env_steps=cost + 1,
                         llm=decision.llm).exploration = decision.exploration

@@ -143,6 +143,7 @@ class LlmAdvisor:
     client: LlmClient
     tips: Sequence[str] = ()  # from the memories retrieved for the step's root (core/memory/fusion.py)
     taken: Sequence[str] = ()  # the episode's actions before the step
+    spent: int = 0  # LLM tokens the episode spent before the step (llm.episode_tokens bounds them)
 
     @property
     def settings(self) -> LlmSettings:
@@ -159,6 +160,8 @@ class LlmAdvisor:
     def answer(self, model: SearchModel, path: Path, usage: Usage) -> LlmAnswer | None:
         """The LLM's answer at `path`: a ranking of its candidates, or new actions where it lists few (and where
         it lists more than llm.max_listed, shown by kind)."""
+        if self.over_budget(usage):
+            return None
         observation = model.observation(path)
         actions = list(model.actions(path))  # the candidates search considers: no no-op wastes a choice
         goal, state = state_text(observation, model.notes_at(path))
@@ -183,6 +186,13 @@ class LlmAdvisor:
             log.warning("LLM answer names no usable action (%r); searching without it", reply[:200])
             return None
         return answer
+
+
+    def over_budget(self, usage: Usage) -> bool:
+        """Whether the episode has spent llm.episode_tokens (checked before each request: the one that crosses
+        the bound is its last); from then on its search and its `llm` steps go on without the LLM."""
+        budget = self.settings.episode_tokens
+        return budget > 0 and self.spent + usage.prompt_tokens + usage.completion_tokens >= budget
 
 
 def from_settings(settings: Settings) -> LlmClient | None:

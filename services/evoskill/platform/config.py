@@ -444,6 +444,11 @@ class LlmSettings(_Group):
     completion_usd_per_mtok: float = Field(0.0, ge=0, description="Price of a million completion tokens")
     temperature: float = Field(0.0, ge=0, description="Sampling temperature of the LLM")
     max_tips: int = Field(3, ge=0, description="Retrieved memories passed to the LLM as one-line tips")
+    episode_tokens: int = Field(
+        0, ge=0, description="LLM tokens (prompt and completion) one episode may spend, checked before each request; "
+        "once spent, the episode goes on without the LLM (search on θ's or uniform priors; `llm` acts on the "
+        "memories' advice or the first candidate): agents compared at one token budget. 0 = no bound"
+    )
 
     @model_validator(mode="after")
     def _mix_weight(self) -> LlmSettings:
