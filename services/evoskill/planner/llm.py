@@ -187,7 +187,6 @@ class LlmAdvisor:
             return None
         return answer
 
-
     def over_budget(self, usage: Usage) -> bool:
         """Whether the episode has spent llm.episode_tokens (checked before each request: the one that crosses
         the bound is its last); from then on its search and its `llm` steps go on without the LLM."""
