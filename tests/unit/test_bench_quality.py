@@ -43,6 +43,8 @@ def test_the_issue_suites_are_there_with_their_protocols() -> None:
     assert resolve(None, "sciworld:chemistry-mix-paint-secondary-color").budget.max_steps == 30
     assert resolve(None, "sw:grow-plant").budget == SUITES["scienceworld-grow-plant"].budget
     assert resolve(None, "tw:tw-coin_collector?level=5").budget == SUITES["tw-simple"].budget
+    bfcl = resolve(None, "bfcl:multi_turn_base").budget  # every train entry once, ScienceWorld's 8 simulations
+    assert (bfcl.library_episodes, bfcl.max_steps, bfcl.simulations, bfcl.test_episodes) == (120, 40, 8, 20)
     with pytest.raises(ValueError, match="no scheme"):
         resolve(None, "find-living-thing")
     with pytest.raises(ValueError, match="unknown suite 'cooking'; suites: cooking-easy"):

@@ -96,6 +96,10 @@ _TWX = Budget(library_episodes=300, gradient_steps=1000, test_episodes=20, max_s
 _QUICK = Budget(library_episodes=40, gradient_steps=100, test_episodes=3, max_steps=30, simulations=4,
                 wall_time_s=300)
 _TW = replace(_TWX, library_episodes=200)  # tw-make builds each game once (seconds a game), then caches it
+# BFCL's multi-turn categories: the library is the possible answers of every train entry (120 of a category's 200:
+# more seeds would only repeat them), 8 simulations as on ScienceWorld (a step enumerates tens to hundreds of
+# calls), 40 steps (3-6 turns of a few calls each). docs/bfcl.md measured it.
+_BFCL = replace(_TWX, library_episodes=120, max_steps=40, simulations=8)
 # EMPO²'s ScienceWorld protocol: the first 5 train variations (the library's, and the only ones online epochs
 # play), the first 20 test variations, step cap 30.
 _SW = Budget(library_episodes=5, gradient_steps=1000, test_episodes=20, max_steps=30, simulations=8, wall_time_s=720,
@@ -132,15 +136,16 @@ SUITES: dict[str, Suite] = {s.name: s for s in [
 
 def resolve(name: str | None, env: str | None) -> Suite:
     """The suite `name`, on `env` where given (the same protocol and budget); `env` alone takes its family's
-    protocol: a ScienceWorld task EMPO²'s (with its search settings), a TextWorld game the TextWorld suites',
-    anything else the TextWorldExpress suites'."""
+    protocol: a ScienceWorld task EMPO²'s (with its search settings), a TextWorld game the TextWorld suites', a
+    BFCL category its train entries' answers, anything else the TextWorldExpress suites'."""
     if name is None:
         if not env:
             raise ValueError("give --suite NAME or --env SPEC")
         spec = parse_spec(env, validate=False)
         if spec.scheme == "sciworld":
             return _scienceworld(f"custom:{env}", env, spec.name)
-        return Suite(f"custom:{env}", env, _TW if spec.scheme == "tw" else _TWX, _QUICK)
+        family = {"tw": _TW, "bfcl": _BFCL}.get(spec.scheme, _TWX)
+        return Suite(f"custom:{env}", env, family, _QUICK)
     suite = SUITES.get(name)
     if suite is None:
         raise ValueError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
