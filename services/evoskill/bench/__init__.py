@@ -156,7 +156,8 @@ def quality(
     suite: str | None = typer.Option(None, help="cooking-easy, cooking-hard, coin, simonsays, peckingorder, "
                                                 "tw-treasure-hunter, tw-simple, scienceworld-<task>"),
     env: str | None = typer.Option(None, help="Run the suite's protocol on this environment instead; alone, its "
-                                   "family's (sciworld: EMPO²'s, tw: the TextWorld suites', bfcl: its 120 train entries, else TWX's)."),
+                                   "family's (sciworld: EMPO²'s, tw: the TextWorld suites', bfcl: its 120 train "
+                                   "entries, else TWX's)."),
     quick: bool = typer.Option(False, "--quick", help="The suite's few-minute smoke budget."),
     seeds: int = typer.Option(3, min=1, help="Training seeds (0..N-1); each trains θ on a fresh stack."),
     first_seed: int = typer.Option(0, min=0, help="Start the training seeds here (a run of seeds 1..2 after one "
