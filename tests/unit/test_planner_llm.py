@@ -84,13 +84,13 @@ def test_a_long_list_is_shown_by_kind_and_the_llm_proposes_from_it() -> None:
     kinds = ["cd(folder)"] * 30 + ["ls(a)"] * 2 + ["final_answer(answer)"]
     request = prompt("tidy the files", "You are in /.", calls, [], propose=False, kinds=kinds, max_listed=5)
     assert request.propose and "at most 3 actions" in request.system  # ranking 33 would list them all
-    # every kind one example before any shows two (5 in all), numbered kind by kind
-    assert request.numbered == ("cd(folder='d0')", "cd(folder='d1')", "ls(a=True)", "ls(a=False)", "final_answer()")
-    assert "- cd(folder) (30): 1. cd(folder='d0'); 2. cd(folder='d1')" in request.user
-    assert "- final_answer(answer) (1): 5. final_answer()" in request.user and "d2" not in request.user
+    # every kind one example before any shows two (5 in all), spread over the kind, numbered kind by kind
+    assert request.numbered == ("cd(folder='d0')", "cd(folder='d15')", "ls(a=True)", "ls(a=False)", "final_answer()")
+    assert "- cd(folder) (30): 1. cd(folder='d0'); 2. cd(folder='d15')" in request.user
+    assert "- final_answer(answer) (1): 5. final_answer()" in request.user and "d1'" not in request.user
     answer = parse_answer("2\ncd(folder='d17')\nmkdir(x=1)", calls, grammar_of("tidy"), limit=3,
                           numbered=request.numbered)
-    assert answer.ranked == ["cd(folder='d1')", "cd(folder='d17')", "mkdir(x=1)"]  # a number names a shown one;
+    assert answer.ranked == ["cd(folder='d15')", "cd(folder='d17')", "mkdir(x=1)"]  # a number names a shown one;
     assert answer.new == ["mkdir(x=1)"]  # an unshown listed action written out is that candidate, not a new one
     short = prompt("tidy the files", "You are in /.", calls[:4], [], propose=False, kinds=kinds[:4], max_listed=5)
     assert not short.propose and "4. cd(folder='d3')" in short.user and short.numbered == tuple(calls[:4])

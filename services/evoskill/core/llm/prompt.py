@@ -108,20 +108,23 @@ def prompt(goal: str, state: str, actions: Sequence[str], tips: Sequence[str], *
 
 def grouped(actions: Sequence[str], kinds: Sequence[str], examples: int) -> dict[str, tuple[int, list[str]]]:
     """kind -> (how many of `actions` are of it, its examples), kinds in order of their first action: `examples`
-    in all, dealt one a kind at a time in the actions' order, so every kind shows one before any shows two (a
-    kind beyond the `examples`-th shows only its count)."""
+    in all, dealt one a kind at a time, so every kind shows one before any shows two (a kind beyond the
+    `examples`-th shows only its count). A kind's examples are spread over its actions: enumerated calls vary
+    their last argument first, and the first few alone would all say the same (`cp(source='a', destination='a')`,
+    `cp(source='a', destination='b')`)."""
     members: dict[str, list[str]] = {}
     for action, kind in zip(actions, kinds, strict=True):
         members.setdefault(kind, []).append(action)
-    shown: dict[str, list[str]] = {kind: [] for kind in members}
+    shown = dict.fromkeys(members, 0)
     left, depth = examples, 0
     while left > 0 and any(len(m) > depth for m in members.values()):
         for kind, m in members.items():
             if left > 0 and len(m) > depth:
-                shown[kind].append(m[depth])
+                shown[kind] += 1
                 left -= 1
         depth += 1
-    return {kind: (len(m), shown[kind]) for kind, m in members.items()}
+    return {kind: (len(m), [m[i * len(m) // shown[kind]] for i in range(shown[kind])])
+            for kind, m in members.items()}
 
 
 def parse_choices(reply: str, actions: Sequence[str]) -> list[int]:
