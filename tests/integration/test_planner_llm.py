@@ -233,10 +233,10 @@ def add_then_answer(prompt: str) -> str:
     return "```\nmultiply(a=2, b=3)\nadd(a='two', b=3)\n- add(a=2, b=3)\nadd(2, 3)\n```"
 
 
-def play(url: str, env_spec: str, agent: str, max_steps: int,
-         episode_tokens: int = 0) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
+def play(url: str, env_spec: str, agent: str, max_steps: int, episode_tokens: int = 0,
+         value_weight: float = 0.0) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
     """One episode in-process (the sandbox's host, the reward's function) with the LLM at `url`."""
-    client = LlmClient(LlmSettings(base_url=url, model="m", episode_tokens=episode_tokens))
+    client = LlmClient(LlmSettings(base_url=url, model="m", episode_tokens=episode_tokens, value_weight=value_weight))
     sandbox = HostSandbox()
     player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()), llm=client)
     request = planner_pb2.PlayEpisodeRequest(env_spec=env_spec, seed=0, fold="train", max_steps=max_steps,
@@ -262,6 +262,7 @@ def test_proposals_solve_a_tool_task_and_their_tokens_reach_the_episode(
     assert "add(a=2, b=3)" in first.target.actions and "add(a=2, b=3)" not in episode.initial.valid_actions
     prompt_text = fake.requests[0][2]["messages"][-1]["content"]
     assert "add(a: integer, b: integer)" in prompt_text  # the tool's signature, from the goal
+    assert not any("chance, in percent" in r[2]["messages"][0]["content"] for r in fake.requests)  # value_weight 0
     assert first.llm.requests >= 1 and first.llm.prompt_tokens == len(prompt_text.split())
     assert episode.llm.prompt_tokens == sum(s.llm.prompt_tokens for s in episode.steps) > 0
     assert episode.llm.completion_tokens == COMPLETION_TOKENS * (len(fake.requests))
@@ -320,6 +321,47 @@ def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) ->
     assert env.rejected and env.rejected[0][0] == "dance wildly" and env.proposed[()] == []
     assert env.ranked[()] == [first] and usage.requests == 1
 
+
+def test_the_llm_judges_the_states_search_evaluates_below_the_root(llm: tuple[FakeLlm, str]) -> None:
+    """llm.value_weight: a state's value mixes the LLM's chance of completing the goal, on the scale of a won
+    ending's reward; the root is not asked, and an answer with no number leaves the value as it was."""
+    from evoskill.core.search.model import SearchModel
+    from evoskill.planner.search_io import sandbox_simulate
+
+    fake, url = llm
+    fake.mode, fake.script = "script", lambda prompt: "75" if "take coin" in prompt else "I cannot tell."
+    client = LlmClient(LlmSettings(base_url=url, model="m", value_weight=0.5))
+    sandbox = HostSandbox()
+    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
+    usage = Usage()
+    win = 2.0
+    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
+                      SearchConfig(value_mix=0.0), judge=LlmAdvisor(client, taken=["take coin"]).judge(usage, win))
+    bare = LlmAdvisor(client).judge(usage, win)
+    try:
+        env.root()
+        child = (env.actions(())[0],)
+        env._step_paths([child])
+        values = env.evaluate([(), child]).values
+        unjudged = bare(env, child, 0.25)
+    finally:
+        sandbox.close()
+        client.close()
+    assert values[0] == 0.0 and values[1] == 0.5 * 0.75 * win  # (1 - w) * 0 + w * 75% * win
+    assert unjudged == 0.25 and usage.failures == 1  # no number: the search's own value, a failure counted
+    (system, *_), asked = fake.requests[0][2]["messages"], [r[2]["messages"][-1]["content"] for r in fake.requests]
+    assert "chance, in percent" in system["content"] and len(asked) == 2 and "- take coin" in asked[0]
+    assert usage.requests == 2 and usage.completion_tokens == 2 * COMPLETION_TOKENS
+
+def test_search_asks_the_llm_to_judge_its_leaves_only_where_set(llm: tuple[FakeLlm, str], tmp_path: Path) -> None:
+    fake, url = llm
+    fake.mode = "script"
+    fake.script = lambda prompt: "90" if "Chance of completing" in prompt else add_then_answer(prompt)
+    _, player = play(url, tool_task(tmp_path), "llm+mcts", max_steps=4, value_weight=0.5)
+    judged = [r for r in fake.requests if "chance, in percent" in r[2]["messages"][0]["content"]]
+    assert judged and player.completed.won  # the same episode as with proposals alone, its leaves judged too
+    usage = player.completed.llm  # every request counted into the episode, the cache's answers too
+    assert usage.requests - usage.cached == len(fake.requests)
 
 async def test_the_planner_takes_the_llms_choices_as_priors_and_the_sandbox_judges_its_proposals(
     llm: tuple[FakeLlm, str], settings: Settings, caplog: pytest.LogCaptureFixture

@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evoskill.core.llm import combine, grammar_of, llm_prior, parse_answer, parse_choices, prompt
+from evoskill.core.llm import (
+    combine,
+    grammar_of,
+    llm_prior,
+    parse_answer,
+    parse_choices,
+    parse_value,
+    prompt,
+    value_prompt,
+)
 from evoskill.envs.tools.calls import ToolInfo, tools_in_goal
 from evoskill.planner.llm import from_settings
 from evoskill.platform.config import LlmSettings, Settings
@@ -95,6 +104,20 @@ def test_a_long_list_is_shown_by_kind_and_the_llm_proposes_from_it() -> None:
     short = prompt("tidy the files", "You are in /.", calls[:4], [], propose=False, kinds=kinds[:4], max_listed=5)
     assert not short.propose and "4. cd(folder='d3')" in short.user and short.numbered == tuple(calls[:4])
     assert len(request.user) < len(prompt("tidy", "/", calls, [], propose=False).user)
+
+
+@pytest.mark.parametrize(("reply", "chance"), [
+    ("75", 0.75), ("About 40%.", 0.4), ("0.7", 0.7), ("1.0", 1.0), ("100", 1.0), ("250", 1.0), ("0", 0.0),
+    ("<think>maybe 90</think> 20", 0.2), ("no idea", None), ("", None),
+])
+def test_a_judgement_is_read_as_a_chance(reply: str, chance: float | None) -> None:
+    assert parse_value(reply) == chance
+
+
+def test_the_value_prompt_shows_the_goal_the_way_there_and_the_state() -> None:
+    request = value_prompt("find the coin", "You are in a hall.", ["go north", "open door"])
+    assert "Goal: find the coin" in request.user and "- go north\n- open door" in request.user
+    assert "You are in a hall." in request.user and "0 to 100" in request.system and not request.propose
 
 def test_the_llms_prior_favours_its_choices_and_rules_nothing_out() -> None:
     prior = llm_prior([2, 0], 4)

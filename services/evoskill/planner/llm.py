@@ -29,8 +29,17 @@ import openai
 from cachetools import TTLCache
 
 from evoskill.common.v1 import common_pb2
-from evoskill.core.llm import LlmAnswer, Prompt, grammar_of, parse_answer, parse_choices, prompt
-from evoskill.core.search.model import Path, ProposeFn, SearchModel
+from evoskill.core.llm import (
+    LlmAnswer,
+    Prompt,
+    grammar_of,
+    parse_answer,
+    parse_choices,
+    parse_value,
+    prompt,
+    value_prompt,
+)
+from evoskill.core.search.model import JudgeFn, Path, ProposeFn, SearchModel
 from evoskill.core.state_text import state_text
 from evoskill.platform.config import LlmSettings, Settings
 from evoskill.platform.metrics import instruments
@@ -186,6 +195,33 @@ class LlmAdvisor:
             log.warning("LLM answer names no usable action (%r); searching without it", reply[:200])
             return None
         return answer
+
+    def judge(self, usage: Usage, win: float) -> JudgeFn:
+        """`SearchModel.judge` for one step, its requests counted into `usage`: below the root, the LLM's chance p
+        of completing the goal from a state enters its value as (1 - w) * value + w * p * `win` (w =
+        llm.value_weight; `win`, what a won ending earns on the search's reward scale); where it gives no number,
+        the value stays the search's own."""
+        weight = self.settings.value_weight
+
+        def judge(model: SearchModel, path: Path, value: float) -> float:
+            chance = self.chance(model, path, usage) if path else None
+            return value if chance is None else (1.0 - weight) * value + weight * chance * win
+
+        return judge
+
+    def chance(self, model: SearchModel, path: Path, usage: Usage) -> float | None:
+        """The LLM's chance, in [0, 1], that the agent completes its goal from `path`; None without an answer."""
+        if self.over_budget(usage):
+            return None
+        goal, state = state_text(model.observation(path), model.notes_at(path))
+        reply = self.client.complete(value_prompt(goal, state, [*self.taken, *path]), usage)
+        if reply is None:
+            return None
+        chance = parse_value(reply)
+        if chance is None:
+            usage.failures += 1
+            log.warning("LLM judged a state without a number (%r); its value stays the search's", reply[:200])
+        return chance
 
     def over_budget(self, usage: Usage) -> bool:
         """Whether the episode has spent llm.episode_tokens (checked before each request: the one that crosses

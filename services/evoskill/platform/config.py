@@ -433,6 +433,11 @@ class LlmSettings(_Group):
         "(tool tasks' calls enumerate_calls could fill in; 0 = never), else it only ranks them"
     )
     max_proposals: int = Field(3, ge=1, description="New actions one answer may propose")
+    value_weight: float = Field(
+        0.0, ge=0, le=1, description="Search asks the LLM, at each state it evaluates below the root, the chance "
+        "(0-100%) of completing the goal from there, and values the state (1 - w) * its own value + w * chance * "
+        "a won ending's reward (one request a leaf; 0 = never asked)"
+    )
     max_listed: int = Field(
         40, ge=0, description="A node with more candidates is shown to the LLM by kind (each template's count and "
         "examples, this many in all), and the LLM writes its actions (proposes) instead of ranking a list of "

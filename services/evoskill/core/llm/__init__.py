@@ -3,7 +3,16 @@ candidates and new actions, checked against the environment's grammar where it h
 LLM's priors with θ's. No network here: the client is the planner's (planner/llm.py)."""
 
 from evoskill.core.llm.priors import COMBINE_RULES, combine, llm_prior
-from evoskill.core.llm.prompt import LlmAnswer, Prompt, grammar_of, parse_answer, parse_choices, prompt
+from evoskill.core.llm.prompt import (
+    LlmAnswer,
+    Prompt,
+    grammar_of,
+    parse_answer,
+    parse_choices,
+    parse_value,
+    prompt,
+    value_prompt,
+)
 
 __all__ = ["COMBINE_RULES", "LlmAnswer", "Prompt", "combine", "grammar_of", "llm_prior", "parse_answer",
-           "parse_choices", "prompt"]
+           "parse_choices", "parse_value", "prompt", "value_prompt"]

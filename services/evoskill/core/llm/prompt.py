@@ -10,6 +10,9 @@ whole list was thousands (BFCL: ~80% of a prompt). A new action must fit the env
 (`grammar_of`: for a tool task, a call of one of the tools its goal lists, checked against the schema rebuilt
 from their signatures, envs/tools/calls.py); the environment then judges it for real when the search steps
 it. Retrieved memories enter as tips (core/memory/fusion.py).
+
+A third question scores a leaf of the search (``value_prompt``, `llm.value_weight`): the chance, in percent, that
+the agent completes its goal from there; `parse_value` reads the first number of the answer.
 """
 
 from __future__ import annotations
@@ -34,12 +37,19 @@ PROPOSE_SYSTEM = (
     "tool call is name(key=value, ...) with one of the listed tools and literal values (strings in quotes); "
     "final_answer(answer=...) gives the answer. Write nothing else."
 )
+VALUE_SYSTEM = (
+    "You judge how an agent is doing in an environment (a text-based game or a set of tools). You are given the "
+    "agent's goal, the actions it took so far and its current observation. Answer with one number from 0 to 100: "
+    "the chance, in percent, that it completes the goal from here. Answer with the number only."
+)
 MAX_STATE_CHARS = 4000  # long observations are cut so one request stays small and fast
 MAX_TAKEN = 20  # earlier actions shown
 RANK_TOKENS = 64  # a ranking is a few numbers; a bound keeps latency bounded too
 PROPOSE_TOKENS = 256  # a few calls
+VALUE_TOKENS = 16  # a number
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)  # reasoning models' scratchpad
 _NUMBER = re.compile(r"\b\d+\b")
+_DECIMAL = re.compile(r"\d+(?:\.\d+)?")
 _NUMBERS = re.compile(r"^\d+(?:\s*,\s*\d+)*\.?$")
 _BULLET = re.compile(r"^(?:[-*•]\s+|\d+[.)]\s+)")
 _FENCE = re.compile(r"^```\w*$")
@@ -104,6 +114,26 @@ def prompt(goal: str, state: str, actions: Sequence[str], tips: Sequence[str], *
         return Prompt(PROPOSE_SYSTEM.format(limit=limit), "\n".join(lines), PROPOSE_TOKENS, True, tuple(numbered))
     lines.append("Best actions (numbers, best first):")
     return Prompt(RANK_SYSTEM, "\n".join(lines), RANK_TOKENS, False, tuple(numbered))
+
+
+def value_prompt(goal: str, state: str, taken: Sequence[str] = ()) -> Prompt:
+    """The request that judges one state: its goal, the last `MAX_TAKEN` actions that led there, its observation."""
+    observation = state if len(state) <= MAX_STATE_CHARS else state[:MAX_STATE_CHARS] + " ..."
+    lines = [f"Goal: {goal}", ""]
+    if taken:
+        lines += ["Actions taken so far:", *(f"- {a}" for a in taken[-MAX_TAKEN:]), ""]
+    lines += ["Current observation:", observation.strip(), "", "Chance of completing the goal (0-100):"]
+    return Prompt(VALUE_SYSTEM, "\n".join(lines), VALUE_TOKENS, False)
+
+
+def parse_value(reply: str) -> float | None:
+    """The chance an answer gives, in [0, 1]: its first number read as a percentage (a fraction below 1 as
+    written, "0.7" = 70%), clipped; None where it has no number."""
+    match = _DECIMAL.search(_THINK.sub(" ", reply))
+    if match is None:
+        return None
+    number = float(match.group())
+    return min(max(number if number <= 1 and "." in match.group() else number / 100, 0.0), 1.0)
 
 
 def grouped(actions: Sequence[str], kinds: Sequence[str], examples: int) -> dict[str, tuple[int, list[str]]]:

@@ -67,6 +67,7 @@ Path = tuple[str, ...]
 Advice = Callable[["SearchModel", Sequence[Path], Evaluation], Evaluation]
 SimulateFn = Callable[[list[sandbox_pb2.Probe], float], tuple[Sequence[sandbox_pb2.ProbeResult], int]]
 ProposeFn = Callable[["SearchModel", Path], LlmAnswer | None]  # None: not asked at this node
+JudgeFn = Callable[["SearchModel", Path, float], float]  # (model, state, the search's own value) -> the value used
 ROLLOUT_SEED_STRIDE = 1_000_003  # rollout seeds of different searches never meet
 
 
@@ -90,6 +91,7 @@ class SearchModel:
     cancelled: Callable[[], bool] | None = None  # asked before each round (see core.search.mcts)
     timed_out: bool = False  # a `simulate` answered fewer probes than it was sent: the search's time is up
     propose: ProposeFn | None = None  # the LLM at expansion
+    judge: JudgeFn | None = None  # the LLM's view of each evaluated state's value (llm.value_weight)
     proposed: dict[Path, list[str]] = field(default_factory=dict)  # its new actions the environment took, per node
     ranked: dict[Path, list[str]] = field(default_factory=dict)  # its choices per node, best first
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (its action, why the environment refused it)
@@ -251,6 +253,8 @@ class SearchModel:
         values = (1.0 - mix) * np.asarray(evaluation.values, dtype=np.float64)
         if self._rollouts_on:
             values = values + mix * self._rollout_returns(states)
+        if self.judge is not None:
+            values = np.array([self.judge(self, s, float(v)) for s, v in zip(states, values, strict=True)])
         return Evaluation(evaluation.logits, values)
 
     @property
