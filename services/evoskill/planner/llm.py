@@ -29,16 +29,8 @@ import openai
 from cachetools import TTLCache
 
 from evoskill.common.v1 import common_pb2
-from evoskill.core.llm import (
-    LlmAnswer,
-    Prompt,
-    grammar_of,
-    parse_answer,
-    parse_choices,
-    parse_value,
-    prompt,
-    value_prompt,
-)
+from evoskill.core.llm import LlmAnswer, Prompt, grammar_of, parse_answer, parse_choices, prompt
+from evoskill.core.llm.prompt import parse_value, value_prompt
 from evoskill.core.search.model import JudgeFn, Path, ProposeFn, SearchModel
 from evoskill.core.state_text import state_text
 from evoskill.platform.config import LlmSettings, Settings
