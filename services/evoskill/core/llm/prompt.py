@@ -87,11 +87,7 @@ def prompt(goal: str, state: str, actions: Sequence[str], tips: Sequence[str], *
     last `MAX_TAKEN` of it (a tool task's earlier calls, which the observation no longer shows). More than
     `max_listed` actions (0: no bound) are shown by their `kinds` (each action's template), and the LLM
     proposes."""
-    observation = state if len(state) <= MAX_STATE_CHARS else state[:MAX_STATE_CHARS] + " ..."
-    lines = [f"Goal: {goal}", ""]
-    if taken:
-        lines += ["Actions taken so far:", *(f"- {a}" for a in taken[-MAX_TAKEN:]), ""]
-    lines += ["Current observation:", observation.strip(), ""]
+    lines = _situation(goal, state, taken)
     if tips:
         lines += ["Tips from similar past situations:", *(f"- {t}" for t in tips), ""]
     numbered = list(actions)
@@ -118,12 +114,18 @@ def prompt(goal: str, state: str, actions: Sequence[str], tips: Sequence[str], *
 
 def value_prompt(goal: str, state: str, taken: Sequence[str] = ()) -> Prompt:
     """The request that judges one state: its goal, the last `MAX_TAKEN` actions that led there, its observation."""
+    lines = [*_situation(goal, state, taken), "Chance of completing the goal (0-100):"]
+    return Prompt(VALUE_SYSTEM, "\n".join(lines), VALUE_TOKENS, False)
+
+
+def _situation(goal: str, state: str, taken: Sequence[str]) -> list[str]:
+    """The lines every question starts with: the goal, the last `MAX_TAKEN` actions taken, the observation (cut
+    at MAX_STATE_CHARS), each followed by a blank line."""
     observation = state if len(state) <= MAX_STATE_CHARS else state[:MAX_STATE_CHARS] + " ..."
     lines = [f"Goal: {goal}", ""]
     if taken:
         lines += ["Actions taken so far:", *(f"- {a}" for a in taken[-MAX_TAKEN:]), ""]
-    lines += ["Current observation:", observation.strip(), "", "Chance of completing the goal (0-100):"]
-    return Prompt(VALUE_SYSTEM, "\n".join(lines), VALUE_TOKENS, False)
+    return [*lines, "Current observation:", observation.strip(), ""]
 
 
 def parse_value(reply: str) -> float | None:
