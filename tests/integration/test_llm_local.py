@@ -107,6 +107,36 @@ def test_only_calls_that_fit_the_tools_schemas_reach_the_search(local_url: str, 
     assert set(model.proposed.get((), [])) <= set(new)  # the search steps nothing else
 
 
+def test_a_search_with_the_model_as_rollout_policy_and_leaf_judge(local_url: str) -> None:
+    """llm.rollout_steps and llm.value_weight with a real model: whatever it answers, the search finishes with
+    one of its candidates, each request is counted, and a rollout's step it chose is one the game lists."""
+    client = LlmClient(llm_settings(local_url, rollout_steps=1, value_weight=0.5))
+    sandbox = HostSandbox()
+    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
+    usage, advisor = Usage(), LlmAdvisor(client)
+    chosen: list[tuple[Path_, str | None]] = []
+    choose = advisor.rollout_policy(usage)
+    assert choose is not None
+
+    def kept(model: SearchModel, path: Path_, k: int) -> str | None:
+        chosen.append((path, choose(model, path, k)))
+        return chosen[-1][1]
+
+    model = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
+                        SearchConfig(num_simulations=3, value_mix=1.0, rollout_depth=3, dirichlet_weight=0.0),
+                        judge=advisor.judge(usage, 1.0), rollout_policy=kept)
+    try:
+        result = model.run()
+    finally:
+        sandbox.close()
+        client.close()
+    assert result.action in model.actions(())
+    assert chosen and usage.requests >= len(chosen) and usage.prompt_tokens > 0, usage
+    refused = {action for action, _ in model.rejected}
+    for path, action in chosen:  # None: nothing usable, the rollout went on at random
+        assert action is None or (*path, action) in model.nodes or action in refused  # stepped, or refused
+
+
 @pytest.fixture
 def settings(tmp_path: Path, nats_url: str, temporal_address: str, local_url: str) -> Settings:
     """The integration conftest's services on the session's servers, their planner asking the local model."""

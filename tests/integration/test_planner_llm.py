@@ -234,9 +234,10 @@ def add_then_answer(prompt: str) -> str:
 
 
 def play(url: str, env_spec: str, agent: str, max_steps: int, episode_tokens: int = 0,
-         value_weight: float = 0.0) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
+         value_weight: float = 0.0, rollout_steps: int = 0) -> tuple[list[planner_pb2.EpisodeUpdate], EpisodePlayer]:
     """One episode in-process (the sandbox's host, the reward's function) with the LLM at `url`."""
-    client = LlmClient(LlmSettings(base_url=url, model="m", episode_tokens=episode_tokens, value_weight=value_weight))
+    client = LlmClient(LlmSettings(base_url=url, model="m", episode_tokens=episode_tokens, value_weight=value_weight,
+                                   rollout_steps=rollout_steps))
     sandbox = HostSandbox()
     player = EpisodePlayer(sandbox, LocalReward(Settings()), SearchConfig(), Scorer(RewardSettings()), llm=client)
     request = planner_pb2.PlayEpisodeRequest(env_spec=env_spec, seed=0, fold="train", max_steps=max_steps,
@@ -343,7 +344,7 @@ def test_the_llm_judges_the_states_search_evaluates_below_the_root(llm: tuple[Fa
         child = (env.actions(())[0],)
         env._step_paths([child])
         values = env.evaluate([(), child]).values
-        unjudged = bare(env, child, 0.25)
+        (unjudged,) = bare(env, [child], np.array([0.25]))
     finally:
         sandbox.close()
         client.close()
@@ -352,6 +353,65 @@ def test_the_llm_judges_the_states_search_evaluates_below_the_root(llm: tuple[Fa
     (system, *_), asked = fake.requests[0][2]["messages"], [r[2]["messages"][-1]["content"] for r in fake.requests]
     assert "chance, in percent" in system["content"] and len(asked) == 2 and "- take coin" in asked[0]
     assert usage.requests == 2 and usage.completion_tokens == 2 * COMPLETION_TOKENS
+
+def test_a_batch_of_leaves_is_judged_at_once_within_the_concurrency_limit(llm: tuple[FakeLlm, str]) -> None:
+    from evoskill.core.search.model import SearchModel
+    from evoskill.planner.search_io import sandbox_simulate
+
+    fake, url = llm
+    fake.mode, fake.script, fake.delay_s = "script", lambda prompt: "50", 0.3  # each answer holds its slot a while
+    client = LlmClient(LlmSettings(base_url=url, model="m", value_weight=1.0, concurrency=2, timeout_s=10))
+    sandbox = HostSandbox()
+    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
+    usage = Usage()
+    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
+                      SearchConfig(value_mix=0.0), judge=LlmAdvisor(client).judge(usage, 2.0))
+    try:
+        env.root()
+        leaves = [(a,) for a in env.actions(())] + [(a, b) for a in env.actions(())[:1] for b in ("look around",)]
+        env._step_paths(leaves)
+        values = env.evaluate(leaves).values
+    finally:
+        sandbox.close()
+        client.close()
+    assert len(leaves) == 3 and values.tolist() == [1.0, 1.0, 1.0]  # 50% of a won ending's 2.0, each
+    assert fake.most_in_flight == client.most_in_flight == 2  # asked together, never more than the limit
+    assert (usage.requests, usage.completion_tokens) == (3, 3 * COMPLETION_TOKENS)  # each counted, from threads
+
+
+def test_the_llm_chooses_the_first_steps_of_each_rollout(llm: tuple[FakeLlm, str]) -> None:
+    """llm.rollout_steps: a leaf's rollout takes the LLM's first choice among the actions that may change the
+    world for that many steps, one request each, and plays on at random for the rest of rollout_depth."""
+    from evoskill.core.search.model import SearchModel
+    from evoskill.planner.search_io import sandbox_simulate
+
+    fake, url = llm
+    fake.mode, fake.script = "script", lambda prompt: "2"
+    client = LlmClient(LlmSettings(base_url=url, model="m", rollout_steps=2))
+    sandbox = HostSandbox()
+    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
+    usage = Usage()
+    advisor = LlmAdvisor(client)
+    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
+                      SearchConfig(value_mix=1.0, rollout_depth=4), rollout_policy=advisor.rollout_policy(usage))
+    try:
+        env.root()
+        leaf = (env.actions(())[0],)
+        env._step_paths([leaf])
+        env.evaluate([leaf])
+        first = env.rollout_candidates(leaf)[0][1]  # the second shown: the LLM answered "2"
+        second = env.rollout_candidates((*leaf, first))[0][1]
+    finally:
+        sandbox.close()
+        client.close()
+    assert (*leaf, first, second) in env.nodes  # the LLM's two steps, kept as the search's nodes
+    assert len(fake.requests) == usage.requests == 2  # one a step; the last two steps random, no request
+    shown = [r[2]["messages"][-1]["content"] for r in fake.requests]
+    assert f"2. {first}" in shown[0] and f"2. {second}" in shown[1]
+    off = LlmClient(LlmSettings(base_url=url, model="m"))
+    assert LlmAdvisor(off).rollout_policy(usage) is None  # rollout_steps 0: random rollouts
+    off.close()
+
 
 def test_search_asks_the_llm_to_judge_its_leaves_only_where_set(llm: tuple[FakeLlm, str], tmp_path: Path) -> None:
     fake, url = llm
@@ -362,6 +422,20 @@ def test_search_asks_the_llm_to_judge_its_leaves_only_where_set(llm: tuple[FakeL
     assert judged and player.completed.won  # the same episode as with proposals alone, its leaves judged too
     usage = player.completed.llm  # every request counted into the episode, the cache's answers too
     assert usage.requests - usage.cached == len(fake.requests)
+
+def test_an_episode_with_the_llm_as_rollout_policy_asks_it_below_the_leaves_and_wins(
+    llm: tuple[FakeLlm, str], tmp_path: Path
+) -> None:
+    fake, url = llm
+    fake.mode, fake.script = "script", add_then_answer
+    _, plain = play(url, tool_task(tmp_path), "llm+mcts", max_steps=4)
+    asked_plain = len(fake.requests)
+    _, guided = play(url, tool_task(tmp_path), "llm+mcts", max_steps=4, rollout_steps=1)
+    assert plain.completed.won and guided.completed.won
+    assert len(fake.requests) - asked_plain > asked_plain  # the rollouts' requests besides the expansions'
+    usage = guided.completed.llm
+    assert usage.requests - usage.cached == len(fake.requests) - asked_plain
+
 
 async def test_the_planner_takes_the_llms_choices_as_priors_and_the_sandbox_judges_its_proposals(
     llm: tuple[FakeLlm, str], settings: Settings, caplog: pytest.LogCaptureFixture

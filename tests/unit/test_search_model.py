@@ -216,6 +216,46 @@ def test_leaf_values_mix_theta_with_the_rollout(coin: EnvHost) -> None:
     assert model(coin, value_mix=1.0, rollout_depth=0).evaluate([()]).values.tolist() == [0.0]
 
 
+def test_a_guided_rollout_takes_the_policys_steps_then_plays_on_at_random(coin: EnvHost) -> None:
+    """A rollout policy (the LLM's, llm.rollout_steps) chooses the first steps of a leaf's rollout among the
+    actions that may change the world; the sandbox's random rollout plays the rest of rollout_depth, and the
+    return is discounted from the leaf and valued as a random one is."""
+    asked: list[tuple[tuple[str, ...], int]] = []
+
+    def first_step(env: SearchModel, path: tuple[str, ...], k: int) -> str | None:
+        asked.append((path, k))
+        return env.actions(())[-1] if k < 1 else None  # a candidate that changes something
+
+    env = model(coin, value_mix=1.0, rollout_depth=5, seed=3)
+    env.rollout_policy = first_step
+    env.root()
+    (value,) = env.evaluate([()]).values
+    guided = (env.actions(())[-1],)
+    assert asked == [((), 0), (guided, 1)]
+    candidates = env.rollout_candidates(())[0]  # never an action that only reads where another may change the world
+    assert guided[0] in candidates and not {"look around", "inventory"} & set(candidates)
+    gamma = env.config.gamma
+    (rest,), _ = coin.simulate([sandbox_pb2.Probe(actions=guided, rollout_depth=4,
+                                                  rollout_seed=3 * ROLLOUT_SEED_STRIDE + 1)], gamma)
+    assert rest.rollout_steps > 0  # the random part: the rest of the depth, from where the policy stopped
+    gain = env.nodes[guided].transition.env_reward + gamma * (rest.rollout_return - rest.rollout_outcome)
+    expected = SCORE.rollout(gain, gamma * rest.rollout_outcome, rest.rollout_final_score)
+    assert value == pytest.approx(expected)
+
+
+def test_a_rollout_policy_that_knows_the_way_values_the_leaf_as_a_win() -> None:
+    children = {"burn it": (True, False, 0.0), "eat meal": (True, True, 1.0)}
+    values = {}
+    for choice in children:
+        env = SearchModel(scripted(children), SCORE, SearchConfig(value_mix=1.0, rollout_depth=4))
+        env.rollout_policy = lambda env, path, k, choice=choice: choice
+        env.root()
+        values[choice] = env.evaluate([()]).values[0]
+    assert values["eat meal"] == pytest.approx(SCORE.rollout(0.8, 1.0, 1.0))  # its score gain and the won ending
+    assert values["burn it"] == pytest.approx(SCORE.rollout(-0.2, -1.0, 0.0))
+    assert values["burn it"] < 0 < values["eat meal"]
+
+
 def test_gumbel_target_covers_every_valid_action_and_reaches_the_learner(coin: EnvHost) -> None:
     env = SearchModel(coin.simulate, SCORE, SearchConfig(algorithm="gumbel", num_simulations=8, rollout_depth=4))
     target = search_target(env.run(), env)
@@ -272,7 +312,7 @@ def scripted(children: dict[str, tuple[bool, bool, float]]):  # type: ignore[no-
                                                    templates=list(children)))
                 continue
             done, won, score = children[probe.actions[0]]  # and "wait" after it changes nothing
-            obs = Observation(text=probe.actions[0], done=done, won=won, score=score,
+            obs = Observation(text=probe.actions[0], done=done, won=won, lost=done and not won, score=score,
                               valid_actions=[] if done else ["wait"])
             before = Observation(text="a kitchen", score=0.2)
             transition = Transition(action=Action(text=probe.actions[-1]), before=before, after=obs,

@@ -32,7 +32,7 @@ from evoskill.core.search import SearchConfig
 from evoskill.core.search.advice import PolicyFn, llm_priors, memories, novelty, revisits, theta, visit_counts
 from evoskill.core.search.demonstrated import demonstrations, together
 from evoskill.core.search.mcts import SearchOutOfTime
-from evoskill.core.search.model import Advice, JudgeFn, ProposeFn, SearchModel
+from evoskill.core.search.model import Advice, JudgeFn, ProposeFn, RolloutFn, SearchModel
 from evoskill.core.search.trigger import needs_search
 from evoskill.core.search.types import Evaluation
 from evoskill.core.state_text import MAX_RECENT, state_text
@@ -69,7 +69,8 @@ class AgentTools:
     stop: threading.Event = field(default_factory=threading.Event)  # set when the call playing it has ended
 
     def model(self, step: Step, config: SearchConfig, policy: PolicyFn | None,
-              propose: ProposeFn | None = None, judge: JudgeFn | None = None) -> SearchModel:
+              propose: ProposeFn | None = None, judge: JudgeFn | None = None,
+              rollout_policy: RolloutFn | None = None) -> SearchModel:
         """The step's session as the search's environment model, θ advising where given and the LLM asked at
         new nodes where `propose` is given: search charges `revisit_penalty` where the episode has been, θ
         reads its notes with each state, the search ends before its next round once `stop` is set, its
@@ -82,7 +83,7 @@ class AgentTools:
                            [theta(policy)] if policy is not None else [], step.memory.rooms,
                            tuple(step.memory.taken[-MAX_RECENT:]), tuple(step.memory.scored),
                            cancelled=self.stop.is_set,
-                           propose=propose, judge=judge, dynamics=dynamics)
+                           propose=propose, judge=judge, rollout_policy=rollout_policy, dynamics=dynamics)
 
     def llm_advisor(self, step: Step, recalled: Recalled) -> LlmAdvisor | None:
         """The LLM for one step, the memories retrieved for it as tips (waited for: they are in its prompts);
@@ -272,13 +273,14 @@ class SearchAgent:
         propose = together(advisor.proposer(usage) if advisor is not None else None, taught(self.policy))
         judge = (advisor.judge(usage, self.tools.score.rollout(0.0, 1.0, 1.0))
                  if advisor is not None and advisor.settings.value_weight > 0 else None)
-        env = self.tools.model(step, config, self.policy, propose, judge)
+        rollout_policy = advisor.rollout_policy(usage) if advisor is not None else None
+        env = self.tools.model(step, config, self.policy, propose, judge, rollout_policy)
         with tracer().start_as_current_span("planner.search") as span:
             try:
                 root, late = env.root(), False
             except SearchOutOfTime:  # the budget went before the root was read: read it, then act on the prior
                 env = self.tools.model(step, config.model_copy(update={"time_budget_s": 0.0}), self.policy, propose,
-                                       judge)
+                                       judge, rollout_policy)
                 root, late = env.root(), True
             if root.num_actions == 0 and self.with_llm:
                 return None  # nothing listed and nothing the LLM proposed: the episode ends

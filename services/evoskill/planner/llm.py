@@ -25,13 +25,14 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import openai
 from cachetools import TTLCache
 
 from evoskill.common.v1 import common_pb2
 from evoskill.core.llm import LlmAnswer, Prompt, grammar_of, parse_answer, parse_choices, prompt
 from evoskill.core.llm.prompt import parse_value, value_prompt
-from evoskill.core.search.model import JudgeFn, Path, ProposeFn, SearchModel
+from evoskill.core.search.model import JudgeFn, Path, ProposeFn, RolloutFn, SearchModel
 from evoskill.core.state_text import state_text
 from evoskill.platform.config import LlmSettings, Settings
 from evoskill.platform.metrics import instruments
@@ -63,7 +64,7 @@ class LlmClient:
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._cache: TTLCache[str, tuple[str, int, int]] | None = (
             TTLCache(settings.cache_size, settings.cache_ttl_s) if settings.cache_size else None)
-        self._lock = threading.Lock()  # the cache's: searches in several threads share it
+        self._lock = threading.Lock()  # the cache's and the usage counters': searches and judges in threads share them
         self.in_flight = 0
         self.most_in_flight = 0  # the concurrency limit at work (read by tests)
         # The SDK bounds each try; this bounds the whole call, retries and their backoff included.
@@ -78,11 +79,12 @@ class LlmClient:
         """The answer's text; None, with the reason logged, when there is none (counted into `usage`)."""
         counters = instruments()
         key = self.key(request)
-        usage.requests += 1
         with self._lock:
+            usage.requests += 1
             hit = self._cache.get(key) if self._cache is not None else None
+            if hit is not None:
+                usage.cached += 1
         if hit is not None:
-            usage.cached += 1
             counters.llm_requests.add(1, {"outcome": "cached"})
             return hit[0]
         with tracer().start_as_current_span("planner.llm") as span:
@@ -92,7 +94,7 @@ class LlmClient:
             except (openai.OpenAIError, concurrent.futures.TimeoutError, ValueError, TypeError, LookupError,
                     AttributeError) as error:
                 future.cancel()
-                usage.failures += 1
+                self.failed(usage)
                 counters.llm_requests.add(1, {"outcome": "failed"})
                 span.set_attribute("llm.error", f"{type(error).__name__}: {error}")
                 log.warning("LLM at %s gave no answer (%s: %s); searching without it", self.url,
@@ -100,10 +102,11 @@ class LlmClient:
                 return None
             span.set_attribute("llm.prompt_tokens", prompt_tokens)
             span.set_attribute("llm.completion_tokens", completion_tokens)
-        usage.prompt_tokens += prompt_tokens
-        usage.completion_tokens += completion_tokens
-        usage.cost_usd += (prompt_tokens * self.settings.prompt_usd_per_mtok
-                           + completion_tokens * self.settings.completion_usd_per_mtok) / 1e6
+        with self._lock:
+            usage.prompt_tokens += prompt_tokens
+            usage.completion_tokens += completion_tokens
+            usage.cost_usd += (prompt_tokens * self.settings.prompt_usd_per_mtok
+                               + completion_tokens * self.settings.completion_usd_per_mtok) / 1e6
         counters.llm_requests.add(1, {"outcome": "answered"})
         counters.llm_tokens.add(prompt_tokens, {"kind": "prompt"})
         counters.llm_tokens.add(completion_tokens, {"kind": "completion"})
@@ -111,6 +114,11 @@ class LlmClient:
             with self._lock:
                 self._cache[key] = (text, prompt_tokens, completion_tokens)
         return text
+
+    def failed(self, usage: Usage) -> None:
+        """Count a request that failed or whose answer was unusable into `usage` (from any thread)."""
+        with self._lock:
+            usage.failures += 1
 
     async def _request(self, request: Prompt) -> tuple[str, int, int]:
         async with self._slots:
@@ -158,20 +166,22 @@ class LlmAdvisor:
 
         return propose
 
-    def answer(self, model: SearchModel, path: Path, usage: Usage) -> LlmAnswer | None:
-        """The LLM's answer at `path`: a ranking of its candidates, or new actions where it lists few (and where
-        it lists more than llm.max_listed, shown by kind)."""
+    def answer(self, model: SearchModel, path: Path, usage: Usage,
+               candidates: tuple[list[str], list[str]] | None = None) -> LlmAnswer | None:
+        """The LLM's answer at `path`: a ranking of its candidates (default: the ones search considers, so that no
+        no-op wastes a choice; else (actions, templates)), or new actions where it lists few (and where it lists
+        more than llm.max_listed, shown by kind)."""
         if self.over_budget(usage):
             return None
         observation = model.observation(path)
-        actions = list(model.actions(path))  # the candidates search considers: no no-op wastes a choice
+        actions, kinds = candidates or (list(model.actions(path)), model.templates(path))
         goal, state = state_text(observation, model.notes_at(path))
         propose = len(actions) < self.settings.propose_below
         if not propose and len(actions) < 2:
             return None  # nothing to choose between: spare the request
         request = prompt(goal, state, actions, list(self.tips)[: self.settings.max_tips], propose=propose,
                          limit=self.settings.max_proposals, taken=[*self.taken, *path],
-                         kinds=model.templates(path, actions), max_listed=self.settings.max_listed)
+                         kinds=kinds, max_listed=self.settings.max_listed)
         reply = self.client.complete(request, usage)
         if reply is None:
             return None
@@ -183,21 +193,46 @@ class LlmAdvisor:
         else:
             answer = LlmAnswer([actions[i] for i in parse_choices(reply, actions)])
         if not answer.ranked:
-            usage.failures += 1
+            self.client.failed(usage)
             log.warning("LLM answer names no usable action (%r); searching without it", reply[:200])
             return None
         return answer
+
+    def rollout_policy(self, usage: Usage) -> RolloutFn | None:
+        """`SearchModel.rollout_policy` for one step (None where llm.rollout_steps is 0): the first llm.rollout_steps
+        steps of each leaf's rollout are the LLM's first choice among the actions that may change the world (or an
+        action it writes, where it proposes); without an answer the rest of the rollout is random."""
+        steps = self.settings.rollout_steps
+        if not steps:
+            return None
+
+        def choose(model: SearchModel, path: Path, k: int) -> str | None:
+            if k >= steps:
+                return None
+            answer = self.answer(model, path, usage, model.rollout_candidates(path))
+            return answer.ranked[0] if answer is not None else None
+
+        return choose
 
     def judge(self, usage: Usage, win: float) -> JudgeFn:
         """`SearchModel.judge` for one step, its requests counted into `usage`: below the root, the LLM's chance p
         of completing the goal from a state enters its value as (1 - w) * value + w * p * `win` (w =
         llm.value_weight; `win`, what a won ending earns on the search's reward scale); where it gives no number,
         the value stays the search's own."""
-        weight = self.settings.value_weight
+        weight, most = self.settings.value_weight, self.settings.concurrency
 
-        def judge(model: SearchModel, path: Path, value: float) -> float:
-            chance = self.chance(model, path, usage) if path else None
-            return value if chance is None else (1.0 - weight) * value + weight * chance * win
+        def judge(model: SearchModel, paths: Sequence[Path], values: np.ndarray) -> np.ndarray:
+            asked = [i for i, p in enumerate(paths) if p]
+            if len(asked) > 1:  # a batch of leaves asked at once, up to llm.concurrency in flight
+                with concurrent.futures.ThreadPoolExecutor(min(most, len(asked)), "llm-judge") as pool:
+                    chances = list(pool.map(lambda i: self.chance(model, paths[i], usage), asked))
+            else:
+                chances = [self.chance(model, paths[i], usage) for i in asked]
+            judged = np.array(values, dtype=np.float64)
+            for i, chance in zip(asked, chances, strict=True):
+                if chance is not None:
+                    judged[i] = (1.0 - weight) * judged[i] + weight * chance * win
+            return judged
 
         return judge
 
@@ -211,7 +246,7 @@ class LlmAdvisor:
             return None
         chance = parse_value(reply)
         if chance is None:
-            usage.failures += 1
+            self.client.failed(usage)
             log.warning("LLM judged a state without a number (%r); its value stays the search's", reply[:200])
         return chance
 

@@ -438,6 +438,11 @@ class LlmSettings(_Group):
         "(0-100%) of completing the goal from there, and values the state (1 - w) * its own value + w * chance * "
         "a won ending's reward (one request a leaf; 0 = never asked)"
     )
+    rollout_steps: int = Field(
+        0, ge=0, description="The LLM is the rollout policy for this many first steps of each leaf's rollout (one "
+        "request a step, choosing among the actions that may change the world), the sandbox's random rollout plays "
+        "the rest of search.rollout_depth; 0 = random rollouts. Needs value_mix > 0, like any rollout"
+    )
     max_listed: int = Field(
         40, ge=0, description="A node with more candidates is shown to the LLM by kind (each template's count and "
         "examples, this many in all), and the LLM writes its actions (proposes) instead of ranking a list of "

@@ -24,7 +24,9 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
   down is a new node, so the tree never has a cycle.
 - leaf values: (1 - value_mix) * the advised value + value_mix * the return of the one rollout
   (`core.rollout`), which the sandbox runs next to the environment, in the probe that steps the leaf's edge
-  (one restore of a replay-only environment for both).
+  (one restore of a replay-only environment for both). With a `rollout_policy` (the LLM, `llm.rollout_steps`),
+  a leaf's rollout takes the steps it chooses first, each one probe (the states kept as nodes), and the
+  sandbox's random rollout plays the rest of `rollout_depth`; one return, valued the same way.
 - time: `simulate` may answer only the first of its probes (the sandbox's `Simulate` is anytime, within the
   call's deadline); the model then says `timed_out`, answers None for the edges left unstepped and raises
   `SearchOutOfTime` for missing rollouts, and `search` returns what it has (never a made-up value).
@@ -53,6 +55,7 @@ from evoskill.core.exploration import curiosity_changed
 from evoskill.core.llm.prompt import LlmAnswer
 from evoskill.core.reward import Scorer
 from evoskill.core.reward.dynamics import DynamicsWeights
+from evoskill.core.rollout import READ_ONLY_TEMPLATES
 from evoskill.core.rooms import RoomMap, room_of
 from evoskill.core.search.mcts import SearchOutOfTime, search
 from evoskill.core.search.result import SearchResult
@@ -67,7 +70,10 @@ Path = tuple[str, ...]
 Advice = Callable[["SearchModel", Sequence[Path], Evaluation], Evaluation]
 SimulateFn = Callable[[list[sandbox_pb2.Probe], float], tuple[Sequence[sandbox_pb2.ProbeResult], int]]
 ProposeFn = Callable[["SearchModel", Path], LlmAnswer | None]  # None: not asked at this node
-JudgeFn = Callable[["SearchModel", Path, float], float]  # (model, state, the search's own value) -> the value used
+# (model, states, the search's own values) -> the values used
+JudgeFn = Callable[["SearchModel", Sequence[Path], np.ndarray], np.ndarray]
+# (model, a rollout's state, its step k) -> the action the rollout takes there; None: the rest is random
+RolloutFn = Callable[["SearchModel", Path, int], "str | None"]
 ROLLOUT_SEED_STRIDE = 1_000_003  # rollout seeds of different searches never meet
 
 
@@ -92,6 +98,7 @@ class SearchModel:
     timed_out: bool = False  # a `simulate` answered fewer probes than it was sent: the search's time is up
     propose: ProposeFn | None = None  # the LLM at expansion
     judge: JudgeFn | None = None  # the LLM's view of each evaluated state's value (llm.value_weight)
+    rollout_policy: RolloutFn | None = None  # chooses the first steps of each leaf's rollout (llm.rollout_steps)
     proposed: dict[Path, list[str]] = field(default_factory=dict)  # its new actions the environment took, per node
     ranked: dict[Path, list[str]] = field(default_factory=dict)  # its choices per node, best first
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (its action, why the environment refused it)
@@ -225,9 +232,9 @@ class SearchModel:
     def step_batch(self, edges: list[tuple[Path, int]]) -> list[Transition | None]:
         """The edges' transitions; None where the search's time ran out before the edge was stepped."""
         paths = [(*state, self.actions(state)[action]) for state, action in edges]
-        # Only the children of nodes with too many actions to prefetch; each comes with its leaf's rollout,
-        # so that one restore of a replay-only environment serves both.
-        self._step_paths(paths, rollouts=self._rollouts_on)
+        # Only the children of nodes with too many actions to prefetch; each comes with its leaf's random
+        # rollout, so that one restore of a replay-only environment serves both.
+        self._step_paths(paths, rollouts=self._rollouts_on and self.rollout_policy is None)
         fresh = [p for p in dict.fromkeys(paths)
                  if p in self.nodes and p not in self.useful and not self.nodes[p].observation.done]
         self._open(fresh)
@@ -254,7 +261,7 @@ class SearchModel:
         if self._rollouts_on:
             values = values + mix * self._rollout_returns(states)
         if self.judge is not None:
-            values = np.array([self.judge(self, s, float(v)) for s, v in zip(states, values, strict=True)])
+            values = self.judge(self, states, values)
         return Evaluation(evaluation.logits, values)
 
     @property
@@ -381,11 +388,61 @@ class SearchModel:
         return self.score.rollout(result.rollout_return - result.rollout_outcome, result.rollout_outcome,
                                   result.rollout_final_score)
 
+    def rollout_candidates(self, path: Path) -> tuple[list[str], list[str]]:
+        """(actions, templates) a rollout chooses from at `path`: the listed ones that may change the world (those
+        that only read it cannot move a rollout towards anything), all of them where none may."""
+        result = self.nodes[path]
+        pairs = list(zip(result.observation.valid_actions, result.templates, strict=True))
+        kept = [(a, t) for a, t in pairs if t not in READ_ONLY_TEMPLATES] or pairs
+        return [a for a, _ in kept], [t for _, t in kept]
+
     def _rollout_returns(self, states: Sequence[Path]) -> np.ndarray:
-        """Each state's rollout value: the one that came with its step, else a rollout probe now."""
+        """Each state's rollout value: the one that came with its step, else a rollout now."""
         wanted = [s for s in dict.fromkeys(states) if s not in self._rolled]
+        if (choose := self.rollout_policy) is not None:
+            self._rolled.update((s, self._guided_rollout(s, choose)) for s in wanted)
+            return np.array([self._rolled[s] for s in states])
         results = self._simulate([self._rollout_probe(s) for s in wanted])
         if len(results) < len(wanted):
             raise SearchOutOfTime(f"time for {len(results)} of {len(wanted)} rollouts")
         self._rolled.update((s, self._rollout_value(r)) for s, r in zip(wanted, results, strict=True))
         return np.array([self._rolled[s] for s in states])
+
+    def _guided_rollout(self, path: Path, choose: RolloutFn) -> float:
+        """The rollout from `path` with `rollout_policy` choosing its steps while it will (an action the environment
+        refuses ends its part, recorded in `rejected`), then the sandbox's random rollout for the rest of
+        `rollout_depth`; valued as a random one is (`Scorer.rollout`), discounted from `path`."""
+        gain, outcome, discount, here = 0.0, 0.0, 1.0, path
+        depth = self.config.rollout_depth
+        for k in range(depth):
+            if self.nodes[here].observation.done:
+                return self.score.rollout(gain, outcome, self.nodes[here].observation.score)
+            action = choose(self, here, k)
+            if action is None:
+                break
+            try:
+                self._step_paths([(*here, action)])
+            except InvalidInput as exc:
+                self.rejected.append((action, str(exc)))
+                break
+            if (*here, action) not in self.nodes:
+                raise SearchOutOfTime("no time left for a rollout's step")
+            here = (*here, action)
+            after = self.nodes[here]
+            gain += discount * after.transition.env_reward
+            outcome += discount * (float(after.observation.won) - float(after.observation.lost))
+            discount *= self.config.gamma
+        left = depth - (len(here) - len(path))
+        final = self.nodes[here].observation.score
+        if left > 0 and not self.nodes[here].observation.done:
+            self._rollouts += 1
+            probe = sandbox_pb2.Probe(actions=here, rollout_depth=left,
+                                      rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts)
+            results = self._simulate([probe])
+            if not results:
+                raise SearchOutOfTime("no time left for a rollout")
+            rest = results[0]
+            gain += discount * (rest.rollout_return - rest.rollout_outcome)
+            outcome += discount * rest.rollout_outcome
+            final = rest.rollout_final_score if rest.rollout_steps else final
+        return self.score.rollout(gain, outcome, final)
