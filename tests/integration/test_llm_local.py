@@ -114,26 +114,27 @@ def test_a_search_with_the_model_as_rollout_policy_and_leaf_judge(local_url: str
     sandbox = HostSandbox()
     session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
     usage, advisor = Usage(), LlmAdvisor(client)
-    chosen: list[tuple[Path_, str | None]] = []
+    chosen: list[tuple[Path_, int, str | None]] = []
     choose = advisor.rollout_policy(usage)
     assert choose is not None
 
     def kept(model: SearchModel, path: Path_, k: int) -> str | None:
-        chosen.append((path, choose(model, path, k)))
-        return chosen[-1][1]
+        chosen.append((path, k, choose(model, path, k)))
+        return chosen[-1][2]
 
     model = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
-                        SearchConfig(num_simulations=3, value_mix=1.0, rollout_depth=3, dirichlet_weight=0.0),
+                        SearchConfig(num_simulations=1, value_mix=1.0, rollout_depth=2, dirichlet_weight=0.0),
                         judge=advisor.judge(usage, 1.0), rollout_policy=kept)
     try:
         result = model.run()
     finally:
         sandbox.close()
         client.close()
-    assert result.action in model.actions(())
-    assert chosen and usage.requests >= len(chosen) and usage.prompt_tokens > 0, usage
+    assert 0 <= result.action < len(model.actions(()))  # one of its candidates
+    asked = [c for c in chosen if c[1] == 0]  # the LLM's steps (one a rollout); the next ones are random
+    assert asked and usage.requests >= len(asked) and usage.prompt_tokens > 0, usage
     refused = {action for action, _ in model.rejected}
-    for path, action in chosen:  # None: nothing usable, the rollout went on at random
+    for path, _, action in asked:  # None: nothing usable, the rollout went on at random
         assert action is None or (*path, action) in model.nodes or action in refused  # stepped, or refused
 
 

@@ -7,8 +7,9 @@ their whole prompt (`llm.cache_size`, `llm.cache_ttl_s`), and every request coun
 `Usage` (the step's: planner/agents.py puts it into the episode; priced by `llm.*_usd_per_mtok`) and the
 `evoskill.llm.*` metrics.
 
-`LlmAdvisor` is what the search calls at a new node (`SearchModel.propose`): the prompt, the answer read
-and checked (core/llm), tips from retrieved memories. The LLM is advice, never a dependency: an error, a
+`LlmAdvisor` is what the search calls at a new node (`SearchModel.propose`), at the states it evaluates
+(`judge`, llm.value_weight) and in its rollouts (`rollout_policy`, llm.rollout_steps): the prompt, the answer
+read and checked (core/llm), tips from retrieved memories. The LLM is advice, never a dependency: an error, a
 timeout or an answer that names nothing usable gives None with a logged reason, and the search goes on
 with its own priors (θ's, or uniform).
 """
