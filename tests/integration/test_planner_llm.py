@@ -9,6 +9,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,12 +23,14 @@ from evoskill.core.llm import prompt
 from evoskill.core.memory.experience import experiences_from_episode
 from evoskill.core.memory.fusion import tips_from_memories
 from evoskill.core.reward import Scorer
+from evoskill.core.search.model import SearchModel
 from evoskill.core.search_config import SearchConfig
 from evoskill.library.generate import HostSandbox, LocalReward
 from evoskill.memory.v1 import memory_pb2
 from evoskill.planner.client import llm_usage
 from evoskill.planner.episode import EpisodePlayer
 from evoskill.planner.llm import LlmAdvisor, LlmClient, Usage, from_settings
+from evoskill.planner.search_io import sandbox_simulate
 from evoskill.planner.v1 import planner_pb2
 from evoskill.platform import metrics
 from evoskill.platform.config import LlmSettings, RewardSettings, Settings
@@ -300,24 +303,30 @@ def test_the_agent_falls_back_when_the_llm_names_nothing(llm: tuple[FakeLlm, str
     assert step.llm.failures == 1 and "names no usable action" in caplog.text
 
 
-def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) -> None:
-    """A text game has no grammar of its own: a new action is free text, and the game refuses what it cannot do."""
-    from evoskill.core.search.model import SearchModel
-    from evoskill.planner.search_io import sandbox_simulate
-
-    fake, url = llm
-    fake.mode, fake.script = "script", lambda prompt: "dance wildly\n1"
-    client = LlmClient(LlmSettings(base_url=url, model="m", propose_below=100))
+@contextmanager
+def coin_search(url: str, config: SearchConfig, hooks: Callable[[LlmClient, Usage], dict[str, Any]],
+                **llm: Any) -> Iterator[tuple[SearchModel, LlmClient, Usage]]:
+    """A search model on CoinCollector's test game 1 (the sandbox's host in-process), the LLM at `url` (settings
+    `llm`) given to it by `hooks(client, usage)` (propose, judge, rollout_policy); closed after the block."""
+    client = LlmClient(LlmSettings(base_url=url, model="m", **llm))
     sandbox = HostSandbox()
     session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
     usage = Usage()
-    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()), SearchConfig(),
-                      propose=LlmAdvisor(client).proposer(usage))
     try:
-        env.root()
+        yield (SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()), config,
+                           **hooks(client, usage)), client, usage)
     finally:
         sandbox.close()
         client.close()
+
+
+def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) -> None:
+    """A text game has no grammar of its own: a new action is free text, and the game refuses what it cannot do."""
+    fake, url = llm
+    fake.mode, fake.script = "script", lambda prompt: "dance wildly\n1"
+    with coin_search(url, SearchConfig(), lambda client, usage: {"propose": LlmAdvisor(client).proposer(usage)},
+                     propose_below=100) as (env, _, usage):
+        env.root()
     first = env.actions(())[0]  # the first candidate the LLM was shown: no-ops are not shown
     assert env.rejected and env.rejected[0][0] == "dance wildly" and env.proposed[()] == []
     assert env.ranked[()] == [first] and usage.requests == 1
@@ -326,54 +335,34 @@ def test_the_environment_judges_free_text_proposals(llm: tuple[FakeLlm, str]) ->
 def test_the_llm_judges_the_states_search_evaluates_below_the_root(llm: tuple[FakeLlm, str]) -> None:
     """llm.value_weight: a state's value mixes the LLM's chance of completing the goal, on the scale of a won
     ending's reward; the root is not asked, and an answer with no number leaves the value as it was."""
-    from evoskill.core.search.model import SearchModel
-    from evoskill.planner.search_io import sandbox_simulate
-
     fake, url = llm
     fake.mode, fake.script = "script", lambda prompt: "75" if "take coin" in prompt else "I cannot tell."
-    client = LlmClient(LlmSettings(base_url=url, model="m", value_weight=0.5))
-    sandbox = HostSandbox()
-    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
-    usage = Usage()
     win = 2.0
-    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
-                      SearchConfig(value_mix=0.0), judge=LlmAdvisor(client, taken=["take coin"]).judge(usage, win))
-    bare = LlmAdvisor(client).judge(usage, win)
-    try:
+    with coin_search(url, SearchConfig(value_mix=0.0),
+                     lambda client, usage: {"judge": LlmAdvisor(client, taken=["take coin"]).judge(usage, win)},
+                     value_weight=0.5) as (env, client, usage):
         env.root()
         child = (env.actions(())[0],)
         env._step_paths([child])
         values = env.evaluate([(), child]).values
-        (unjudged,) = bare(env, [child], np.array([0.25]))
-    finally:
-        sandbox.close()
-        client.close()
+        (unjudged,) = LlmAdvisor(client).judge(usage, win)(env, [child], np.array([0.25]))
     assert values[0] == 0.0 and values[1] == 0.5 * 0.75 * win  # (1 - w) * 0 + w * 75% * win
     assert unjudged == 0.25 and usage.failures == 1  # no number: the search's own value, a failure counted
     (system, *_), asked = fake.requests[0][2]["messages"], [r[2]["messages"][-1]["content"] for r in fake.requests]
     assert "chance, in percent" in system["content"] and len(asked) == 2 and "- take coin" in asked[0]
     assert usage.requests == 2 and usage.completion_tokens == 2 * COMPLETION_TOKENS
 
-def test_a_batch_of_leaves_is_judged_at_once_within_the_concurrency_limit(llm: tuple[FakeLlm, str]) -> None:
-    from evoskill.core.search.model import SearchModel
-    from evoskill.planner.search_io import sandbox_simulate
 
+def test_a_batch_of_leaves_is_judged_at_once_within_the_concurrency_limit(llm: tuple[FakeLlm, str]) -> None:
     fake, url = llm
     fake.mode, fake.script, fake.delay_s = "script", lambda prompt: "50", 0.3  # each answer holds its slot a while
-    client = LlmClient(LlmSettings(base_url=url, model="m", value_weight=1.0, concurrency=2, timeout_s=10))
-    sandbox = HostSandbox()
-    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
-    usage = Usage()
-    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
-                      SearchConfig(value_mix=0.0), judge=LlmAdvisor(client).judge(usage, 2.0))
-    try:
+    with coin_search(url, SearchConfig(value_mix=0.0),
+                     lambda client, usage: {"judge": LlmAdvisor(client).judge(usage, 2.0)},
+                     value_weight=1.0, concurrency=2, timeout_s=10) as (env, client, usage):
         env.root()
         leaves = [(a,) for a in env.actions(())] + [(a, b) for a in env.actions(())[:1] for b in ("look around",)]
         env._step_paths(leaves)
         values = env.evaluate(leaves).values
-    finally:
-        sandbox.close()
-        client.close()
     assert len(leaves) == 3 and values.tolist() == [1.0, 1.0, 1.0]  # 50% of a won ending's 2.0, each
     assert fake.most_in_flight == client.most_in_flight == 2  # asked together, never more than the limit
     assert (usage.requests, usage.completion_tokens) == (3, 3 * COMPLETION_TOKENS)  # each counted, from threads
@@ -382,35 +371,24 @@ def test_a_batch_of_leaves_is_judged_at_once_within_the_concurrency_limit(llm: t
 def test_the_llm_chooses_the_first_steps_of_each_rollout(llm: tuple[FakeLlm, str]) -> None:
     """llm.rollout_steps: a leaf's rollout takes the LLM's first choice among the actions that may change the
     world for that many steps, one request each, and plays on at random for the rest of rollout_depth."""
-    from evoskill.core.search.model import SearchModel
-    from evoskill.planner.search_io import sandbox_simulate
-
     fake, url = llm
     fake.mode, fake.script = "script", lambda prompt: "2"
-    client = LlmClient(LlmSettings(base_url=url, model="m", rollout_steps=2))
-    sandbox = HostSandbox()
-    session = sandbox.CreateSession(sandbox_pb2.CreateSessionRequest(env_spec="twx:coin", seed=1, fold="test"))
-    usage = Usage()
-    advisor = LlmAdvisor(client)
-    env = SearchModel(sandbox_simulate(sandbox, session.session_id), Scorer(RewardSettings()),
-                      SearchConfig(value_mix=1.0, rollout_depth=4), rollout_policy=advisor.rollout_policy(usage))
-    try:
+    with coin_search(url, SearchConfig(value_mix=1.0, rollout_depth=4),
+                     lambda client, usage: {"rollout_policy": LlmAdvisor(client).rollout_policy(usage)},
+                     rollout_steps=2) as (env, _, usage):
         env.root()
         leaf = (env.actions(())[0],)
         env._step_paths([leaf])
         env.evaluate([leaf])
         first = env.rollout_candidates(leaf)[0][1]  # the second shown: the LLM answered "2"
         second = env.rollout_candidates((*leaf, first))[0][1]
-    finally:
-        sandbox.close()
-        client.close()
+        off = LlmClient(LlmSettings(base_url=url, model="m"))
+        assert LlmAdvisor(off).rollout_policy(usage) is None  # rollout_steps 0: random rollouts
+        off.close()
     assert (*leaf, first, second) in env.nodes  # the LLM's two steps, kept as the search's nodes
     assert len(fake.requests) == usage.requests == 2  # one a step; the last two steps random, no request
     shown = [r[2]["messages"][-1]["content"] for r in fake.requests]
     assert f"2. {first}" in shown[0] and f"2. {second}" in shown[1]
-    off = LlmClient(LlmSettings(base_url=url, model="m"))
-    assert LlmAdvisor(off).rollout_policy(usage) is None  # rollout_steps 0: random rollouts
-    off.close()
 
 
 def test_search_asks_the_llm_to_judge_its_leaves_only_where_set(llm: tuple[FakeLlm, str], tmp_path: Path) -> None:
