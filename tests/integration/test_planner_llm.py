@@ -391,6 +391,25 @@ def test_the_llm_chooses_the_first_steps_of_each_rollout(llm: tuple[FakeLlm, str
     assert f"2. {first}" in shown[0] and f"2. {second}" in shown[1]
 
 
+def test_the_leaves_rollouts_ask_the_llm_together_and_value_as_one_at_a_time(llm: tuple[FakeLlm, str]) -> None:
+    """A batch of leaves: their guided rollouts' requests in flight at once (rollout_workers, the planner's
+    llm.concurrency), the environment stepped one rollout at a time, the same values as in a row."""
+    fake, url = llm
+    fake.mode, fake.script, fake.delay_s = "script", lambda prompt: "1", 0.5  # each answer holds its slot a while
+    values = {}
+    for workers in (1, 3):
+        with coin_search(url, SearchConfig(value_mix=1.0, rollout_depth=4, seed=5),
+                         lambda client, usage, w=workers: {"rollout_policy": LlmAdvisor(client).rollout_policy(usage),
+                                                           "rollout_workers": w},
+                         rollout_steps=1, concurrency=3, timeout_s=10, cache_size=0) as (env, client, usage):
+            env.root()
+            leaves = [(a,) for a in env.actions(())] + [(env.actions(())[0], "look around")]
+            env._step_paths(leaves)
+            values[workers] = env.evaluate(leaves).values.tolist()
+        assert usage.requests == len(leaves) == 3 and client.most_in_flight == workers
+    assert values[3] == values[1]  # the random parts' seeds given in order, whichever thread ran first
+
+
 def test_search_asks_the_llm_to_judge_its_leaves_only_where_set(llm: tuple[FakeLlm, str], tmp_path: Path) -> None:
     fake, url = llm
     fake.mode = "script"

@@ -83,7 +83,8 @@ class AgentTools:
                            [theta(policy)] if policy is not None else [], step.memory.rooms,
                            tuple(step.memory.taken[-MAX_RECENT:]), tuple(step.memory.scored),
                            cancelled=self.stop.is_set,
-                           propose=propose, judge=judge, rollout_policy=rollout_policy, dynamics=dynamics)
+                           propose=propose, judge=judge, rollout_policy=rollout_policy, dynamics=dynamics,
+                           rollout_workers=self.llm.settings.concurrency if self.llm is not None else 1)
 
     def llm_advisor(self, step: Step, recalled: Recalled) -> LlmAdvisor | None:
         """The LLM for one step, the memories retrieved for it as tips (waited for: they are in its prompts);

@@ -43,8 +43,10 @@ search takes, `score.rollout(...)` for the rollouts. The model owns:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,12 +101,14 @@ class SearchModel:
     propose: ProposeFn | None = None  # the LLM at expansion
     judge: JudgeFn | None = None  # the LLM's view of each evaluated state's value (llm.value_weight)
     rollout_policy: RolloutFn | None = None  # chooses the first steps of each leaf's rollout (llm.rollout_steps)
+    rollout_workers: int = 1  # leaves whose guided rollouts run at once (the LLM's llm.concurrency)
     proposed: dict[Path, list[str]] = field(default_factory=dict)  # its new actions the environment took, per node
     ranked: dict[Path, list[str]] = field(default_factory=dict)  # its choices per node, best first
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (its action, why the environment refused it)
     dynamics: DynamicsWeights | None = None  # θ's dynamics model, for the curiosity bonus
     surprise: dict[Path, float] = field(default_factory=dict)  # its surprise per stepped edge (curiosity on)
     _rollouts: int = 0
+    _stepping: threading.Lock = field(default_factory=threading.Lock)  # guided rollouts in threads step one at a time
     _rolled: dict[Path, float] = field(default_factory=dict)  # rollout values that came with a path's step
 
     def run(self) -> SearchResult:
@@ -379,10 +383,13 @@ class SearchModel:
         return Transition(path, reward, done, self.key(path),
                           0 if done else len(self.useful[path]), None if done else self._template_ids(path))
 
-    def _rollout_probe(self, path: Path) -> sandbox_pb2.Probe:
+    def _rollout_probe(self, path: Path, depth: int | None = None, seed: int | None = None) -> sandbox_pb2.Probe:
+        return sandbox_pb2.Probe(actions=path, rollout_depth=self.config.rollout_depth if depth is None else depth,
+                                 rollout_seed=self._rollout_seed() if seed is None else seed)
+
+    def _rollout_seed(self) -> int:
         self._rollouts += 1
-        return sandbox_pb2.Probe(actions=path, rollout_depth=self.config.rollout_depth,
-                                 rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts)
+        return self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts
 
     def _rollout_value(self, result: sandbox_pb2.ProbeResult) -> float:
         return self.score.rollout(result.rollout_return - result.rollout_outcome, result.rollout_outcome,
@@ -400,7 +407,14 @@ class SearchModel:
         """Each state's rollout value: the one that came with its step, else a rollout now."""
         wanted = [s for s in dict.fromkeys(states) if s not in self._rolled]
         if (choose := self.rollout_policy) is not None:
-            self._rolled.update((s, self._guided_rollout(s, choose)) for s in wanted)
+            seeds = [self._rollout_seed() for _ in wanted]  # in order: the same seeds however the threads run
+            workers = min(self.rollout_workers, len(wanted))
+            if workers > 1:  # the policy's requests in flight together; each rollout's steps in order
+                with ThreadPoolExecutor(workers, "rollout") as pool:
+                    values = list(pool.map(lambda s, seed: self._guided_rollout(s, choose, seed), wanted, seeds))
+            else:
+                values = [self._guided_rollout(s, choose, seed) for s, seed in zip(wanted, seeds, strict=True)]
+            self._rolled.update(zip(wanted, values, strict=True))
             return np.array([self._rolled[s] for s in states])
         results = self._simulate([self._rollout_probe(s) for s in wanted])
         if len(results) < len(wanted):
@@ -408,10 +422,11 @@ class SearchModel:
         self._rolled.update((s, self._rollout_value(r)) for s, r in zip(wanted, results, strict=True))
         return np.array([self._rolled[s] for s in states])
 
-    def _guided_rollout(self, path: Path, choose: RolloutFn) -> float:
+    def _guided_rollout(self, path: Path, choose: RolloutFn, seed: int) -> float:
         """The rollout from `path` with `rollout_policy` choosing its steps while it will (an action the environment
-        refuses ends its part, recorded in `rejected`), then the sandbox's random rollout for the rest of
-        `rollout_depth`; valued as a random one is (`Scorer.rollout`), discounted from `path`."""
+        refuses ends its part, recorded in `rejected`), then the sandbox's random rollout (`seed`) for the rest of
+        `rollout_depth`; valued as a random one is (`Scorer.rollout`), discounted from `path`. Safe in threads:
+        the policy is asked outside `_stepping`, the environment stepped inside it."""
         gain, outcome, discount, here = 0.0, 0.0, 1.0, path
         depth = self.config.rollout_depth
         for k in range(depth):
@@ -421,7 +436,8 @@ class SearchModel:
             if action is None:
                 break
             try:
-                self._step_paths([(*here, action)])
+                with self._stepping:
+                    self._step_paths([(*here, action)])
             except InvalidInput as exc:
                 self.rejected.append((action, str(exc)))
                 break
@@ -435,10 +451,8 @@ class SearchModel:
         left = depth - (len(here) - len(path))
         final = self.nodes[here].observation.score
         if left > 0 and not self.nodes[here].observation.done:
-            self._rollouts += 1
-            probe = sandbox_pb2.Probe(actions=here, rollout_depth=left,
-                                      rollout_seed=self.config.seed * ROLLOUT_SEED_STRIDE + self._rollouts)
-            results = self._simulate([probe])
+            with self._stepping:
+                results = self._simulate([self._rollout_probe(here, left, seed)])
             if not results:
                 raise SearchOutOfTime("no time left for a rollout")
             rest = results[0]
