@@ -52,9 +52,6 @@ class MCTSNode:
         for action, prior in enumerate(priors):
             self.children[action] = MCTSNode(None, self, float(prior))
 
-    def best_child(self) -> MCTSNode:
-        return max(self.children.values(), key=lambda child: child.visit_count)
-
 
 def naive_search(
     root_state: Any,

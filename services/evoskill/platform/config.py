@@ -13,7 +13,6 @@ import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -265,7 +264,6 @@ class LearnerSettings(_Group):
         200_000, description="Steps the offline library holds (demonstrations, imported trajectories); oldest go first"
     )
     epochs: int = Field(10, description="Outer-loop epochs (10-100)")
-    tasks_per_epoch: int = Field(10, description="Tasks per epoch (10-100)")
     encoder: Literal["mlp", "reader"] = Field(
         "reader", description="θ's encoder: 'reader', where each candidate's tokens are matched against the goal's, "
         "notes', room's and inventory's (core/learn/reader.py; the quality suites' figures), or 'mlp' over one text "
@@ -619,11 +617,6 @@ class _UnknownGroupCheck(PydanticBaseSettingsSource):
                          if name.startswith("EVOSKILL_") and "__" in name}.items())
         _unknown_groups([g for g, _ in groups], lambda g: dict(groups)[g])
         return {}
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()
 
 
 def variable_of(path: tuple[str, ...]) -> str:

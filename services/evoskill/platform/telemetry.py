@@ -11,13 +11,11 @@ no context propagated). The metrics themselves are defined in `evoskill.platform
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from collections.abc import MutableMapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
-from opentelemetry import context, metrics, propagate, trace
+from opentelemetry import metrics, propagate, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -103,16 +101,6 @@ def inject(carrier: MutableMapping[str, str] | None = None) -> MutableMapping[st
     carrier = {} if carrier is None else carrier
     propagate.inject(carrier)
     return carrier
-
-
-@contextmanager
-def attached(carrier: Mapping[str, Any]) -> Iterator[None]:
-    """Run a block inside the trace context carried by headers/metadata."""
-    token = context.attach(propagate.extract(carrier))
-    try:
-        yield
-    finally:
-        context.detach(token)
 
 
 def current_trace_id() -> str:
