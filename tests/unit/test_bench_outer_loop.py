@@ -71,8 +71,10 @@ def test_a_terminated_benchmark_runs_its_cleanup(tmp_path: Path) -> None:
     assert cleaned.read_text() == "down"
 
 
-def test_an_interrupted_benchmark_lets_its_subprocess_stop_as_after_ctrl_c(tmp_path: Path) -> None:
-    """The eval a benchmark waits for gets a SIGINT (it writes the episodes played so far), not a kill."""
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_an_interrupted_benchmark_lets_its_subprocess_stop_as_after_ctrl_c(tmp_path: Path, sigint: str) -> None:
+    """The eval a benchmark waits for gets a SIGINT (it writes the episodes played so far), not a kill; also
+    where the benchmark was started with SIGINT ignored (`nohup evoskill bench … &` from a script)."""
     import os
     import signal
     import subprocess
@@ -84,8 +86,10 @@ def test_an_interrupted_benchmark_lets_its_subprocess_stop_as_after_ctrl_c(tmp_p
     parent_code = ("import os, sys\nfrom evoskill.bench.outer_loop import run_interruptible, terminated_as_interrupt\n"
                    "with terminated_as_interrupt():\n"
                    f"    run_interruptible([sys.executable, '-c', {child_code!r}], dict(os.environ), sys.stdout)\n")
+    disposition = signal.SIG_IGN if sigint == "ignored" else signal.SIG_DFL
     parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=dict(os.environ))
+                              text=True, env=dict(os.environ),
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
     parent.send_signal(signal.SIGTERM)  # the parent only, as a job's timeout or `kill` sends it
     parent.communicate(timeout=60)

@@ -92,11 +92,17 @@ def _cli(*args: str, env: dict[str, str], log: Path) -> int:
     return code
 
 
+def _hear_sigint() -> None:
+    """In the child before exec: SIGINT back to its default, so that Python makes it a KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_interruptible(command: list[str], env: dict[str, str], out: IO[str], grace_s: float = 60.0) -> int:
     """Run `command` to its end; interrupted (Ctrl-C, or SIGTERM under `terminated_as_interrupt`), pass it a
     SIGINT and give it `grace_s` to stop as after Ctrl-C (an eval writes the episodes it played) before the
-    kill `subprocess.run` would have sent at once."""
-    child = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    kill `subprocess.run` would have sent at once. The child hears SIGINT even where we were started with it
+    ignored (`nohup … &`: a shell without job control has background jobs ignore it, and children inherit that)."""
+    child = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_hear_sigint)
     try:
         return child.wait()
     except KeyboardInterrupt:
