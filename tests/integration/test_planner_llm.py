@@ -384,6 +384,7 @@ def test_the_llm_chooses_the_first_steps_of_each_rollout(llm: tuple[FakeLlm, str
         second = env.rollout_candidates((*leaf, first))[0][1]
         off = LlmClient(LlmSettings(base_url=url, model="m"))
         assert LlmAdvisor(off).rollout_policy(usage) is None  # rollout_steps 0: random rollouts
+        assert LlmAdvisor(off).judge(usage, 2.0) is None  # value_weight 0: the leaves' values are the search's own
         off.close()
     assert (*leaf, first, second) in env.nodes  # the LLM's two steps, kept as the search's nodes
     assert len(fake.requests) == usage.requests == 2  # one a step; the last two steps random, no request

@@ -272,8 +272,7 @@ class SearchAgent:
         advisor = self.tools.llm_advisor(step, recalled) if self.with_llm else None
         usage = Usage()
         propose = together(advisor.proposer(usage) if advisor is not None else None, taught(self.policy))
-        judge = (advisor.judge(usage, self.tools.score.rollout(0.0, 1.0, 1.0))
-                 if advisor is not None and advisor.settings.value_weight > 0 else None)
+        judge = advisor.judge(usage, self.tools.score.rollout(0.0, 1.0, 1.0)) if advisor is not None else None
         rollout_policy = advisor.rollout_policy(usage) if advisor is not None else None
         env = self.tools.model(step, config, self.policy, propose, judge, rollout_policy)
         with tracer().start_as_current_span("planner.search") as span:

@@ -215,12 +215,14 @@ class LlmAdvisor:
 
         return choose
 
-    def judge(self, usage: Usage, win: float) -> JudgeFn:
-        """`SearchModel.judge` for one step, its requests counted into `usage`: below the root, the LLM's chance p
-        of completing the goal from a state enters its value as (1 - w) * value + w * p * `win` (w =
-        llm.value_weight; `win`, what a won ending earns on the search's reward scale); where it gives no number,
-        the value stays the search's own."""
+    def judge(self, usage: Usage, win: float) -> JudgeFn | None:
+        """`SearchModel.judge` for one step, its requests counted into `usage` (None where llm.value_weight is 0):
+        below the root, the LLM's chance p of completing the goal from a state enters its value as (1 - w) * value +
+        w * p * `win` (w = llm.value_weight; `win`, what a won ending earns on the search's reward scale); where it
+        gives no number, the value stays the search's own."""
         weight, most = self.settings.value_weight, self.settings.concurrency
+        if not weight:
+            return None
 
         def judge(model: SearchModel, paths: Sequence[Path], values: np.ndarray) -> np.ndarray:
             asked = [i for i, p in enumerate(paths) if p]

@@ -431,7 +431,7 @@ class SearchModel:
         depth = self.config.rollout_depth
         for k in range(depth):
             if self.nodes[here].observation.done:
-                return self.score.rollout(gain, outcome, self.nodes[here].observation.score)
+                break
             action = choose(self, here, k)
             if action is None:
                 break
