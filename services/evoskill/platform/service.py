@@ -24,6 +24,7 @@ from evoskill.platform.telemetry import setup_telemetry, shutdown_telemetry
 
 log = logging.getLogger(__name__)
 STOP_STEP_S = 15.0  # what each step of a service's stop may take (RunningService.stop)
+CANCEL_GRACE_S = 2.0  # what a step past STOP_STEP_S is then given to end after its cancellation
 
 Registration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
 
@@ -71,12 +72,21 @@ class RunningService:
         await self._bounded("the background jobs", asyncio.gather(*self.tasks, return_exceptions=True))
 
     async def _bounded(self, what: str, step: Awaitable[Any]) -> None:
+        # Not asyncio.wait_for: on timeout it waits for the cancelled step to finish, without limit, so a step
+        # that does not end when cancelled (one that swallows its CancelledError) would hold the stop for ever.
+        # The cancellation is asked for and given CANCEL_GRACE_S, then the step is left behind.
+        task = asyncio.ensure_future(step)
         try:
-            await asyncio.wait_for(step, STOP_STEP_S)
-        except TimeoutError:
+            done, _ = await asyncio.wait({task}, timeout=STOP_STEP_S)
+        except asyncio.CancelledError:
+            task.cancel()  # the stop itself was cancelled: so is its step
+            raise
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
             log.error("%s: stopping %s took over %.0f s; went on without it", self.name, what, STOP_STEP_S)
-        except Exception:
-            log.exception("%s: stopping %s failed", self.name, what)
+        elif not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s: stopping %s failed", self.name, what, exc_info=exc)
 
 
 async def start_service(name: str, settings: Settings, factory: ServiceFactory | None = None) -> RunningService:
