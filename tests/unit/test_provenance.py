@@ -28,7 +28,9 @@ def test_a_report_records_versions_revision_and_the_settings_it_ran_with(tmp_pat
     assert run["evoskill"] == package_version() and run["libraries"]["numpy"]
     assert run["settings"]["search"]["num_simulations"] == 7 and run["settings"]["state_dir"] == str(tmp_path)
     assert "hunter2" not in json.dumps(report)
-    assert set(run) == {"evoskill", "git_revision", "python", "libraries", "command", "host", "at", "settings"}
+    assert set(run) == {"evoskill", "git_revision", "python", "libraries", "command", "host", "cpu", "at",
+                        "settings"}
+    assert run["cpu"]["model"] and run["cpu"]["vector_isa"] and run["cpu"]["logical_cores"] >= 1
 
 
 def test_the_git_revision_is_this_checkouts_and_empty_outside_one(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

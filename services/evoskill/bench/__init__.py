@@ -91,6 +91,22 @@ def reader(
         run_reader_bench(json_path, weights, policy, library, states, repeats)
 
 
+@bench_app.command("kernels")
+def kernels_cmd(
+    library: Path = typer.Option(..., exists=True, dir_okay=False, help="A library JSONL (`evoskill demos`)."),
+    episodes: int = typer.Option(100, min=1, help="Its first episodes imported."),
+    steps: int = typer.Option(100, min=1, help="Learner updates."),
+    seed: int = typer.Option(3, min=1, help="The training seed (as `library train --seed`)."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the rows here."),
+) -> None:
+    """The same cloning in fresh processes: twice as this machine runs it, then with torch, MKL and oneDNN held
+    to AVX2 kernels; whether θ comes out the same."""
+    from evoskill.bench.kernels import run_kernels_bench  # torch loads only when run
+
+    with _one_line_errors(ValueError, RuntimeError):
+        run_kernels_bench(json_path, library, episodes, steps, seed)
+
+
 @bench_app.command("pipeline")
 def pipeline(
     json_path: Path | None = typer.Option(None, "--json", help="Write the figures here."),

@@ -1,11 +1,15 @@
 """What ran, recorded in every JSON report and each published policy (the `run` object): the package and the
-libraries that decide results, the git revision of the source tree, Python, the command line, the host, when,
-and the settings in effect (secrets masked), as W&B and MLflow record a run's config and source version."""
+libraries that decide results, the git revision of the source tree, Python, the command line, the host and its
+CPU, when, and the settings in effect (secrets masked), as W&B and MLflow record a run's config and source version.
+
+The CPU is there because θ depends on it: torch, MKL and oneDNN pick their kernels by the instruction set, and the
+same cloning at the same seed gives another θ on AVX-512 than on AVX2 (`evoskill bench kernels`)."""
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -40,6 +44,26 @@ def git_revision() -> str:
 
 
 @functools.cache
+def cpu_record() -> dict[str, Any]:
+    """The CPU's model, the widest vector instruction set it offers (what torch, MKL and oneDNN dispatch on) and
+    its logical cores; what Linux's /proc/cpuinfo says, else what `platform` knows."""
+    model, flags = platform.processor(), set[str]()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not flags:
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    isa = next((name for flag, name in (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx")) if flag in flags),
+               platform.machine())
+    return {"model": model, "vector_isa": isa, "logical_cores": os.cpu_count() or 0}
+
+
+@functools.cache
 def library_versions() -> dict[str, str]:
     found = {}
     for name in LIBRARIES:
@@ -62,6 +86,7 @@ def run_record(settings: Settings) -> dict[str, Any]:
         # `evoskill ...` however it was started (the script, `python -m evoskill.cli`): no path of this machine
         "command": ["evoskill", *sys.argv[1:]] if _is_cli(sys.argv[0]) else list(sys.argv),
         "host": platform.node(),
+        "cpu": cpu_record(),
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": settings.model_dump(mode="json"),
     }
