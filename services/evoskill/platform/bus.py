@@ -31,13 +31,12 @@ lag (messages not yet acknowledged) every `lag_interval_s`; see `evoskill.platfo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from faststream import AckPolicy
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, NatsMessage, PullSub, StreamConfig
@@ -64,6 +63,14 @@ T = TypeVar("T")
 HEADER_CHARS = 512  # of each header name and value a dead letter keeps
 HEADERS_KEPT = 64  # headers a dead letter keeps
 MSG_ID = "Nats-Msg-Id"  # JetStream's deduplication header
+LAG_WATCHER_STOP_S = 5.0  # a stop waits this long for the cancelled lag watcher at most
+
+
+class ConsumerInfoSource(Protocol):
+    """What the lag watcher asks (nats-py's JetStream context)."""
+
+    async def consumer_info(self, stream: str, consumer: str,
+                            timeout: float | None = None) -> Any: ...  # noqa: ASYNC109 (nats-py's signature)
 
 
 @dataclass(frozen=True)
@@ -157,27 +164,37 @@ class Bus:
         await self._bound_redelivery()  # before the subscriptions pull: an update then would strand their pulls
         await self.broker.start()
         if self._consumers:
-            self._lag_watcher = asyncio.create_task(self._watch_lag())
+            self._lag_watcher = asyncio.create_task(self._watch_lag(self.broker.config.connection_state.stream))
 
     async def stop(self) -> None:
         if self._lag_watcher is not None:
             self._lag_watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lag_watcher
+            done, _ = await asyncio.wait({self._lag_watcher}, timeout=LAG_WATCHER_STOP_S)
+            if not done:  # never seen since `_watch_lag` checks its cancellation itself; a stop must not hang on it
+                log.warning("the lag watcher did not stop within %.0f s of its cancellation; left behind",
+                            LAG_WATCHER_STOP_S)
             for durable, subject in self._consumers:
                 metrics.forget_lag(self.stream.name, durable, subject)
         await self.broker.stop()
 
-    async def _watch_lag(self) -> None:
-        js = self.broker.config.connection_state.stream
+    async def _watch_lag(self, js: ConsumerInfoSource) -> None:
+        """Each consumer's lag every `lag_interval_s`, until cancelled. nats-py swallows a cancellation that lands
+        while a request is flushed (`Client._send_command`); the request then times out into the `except` below,
+        and a watcher that only awaited its cancellation looped on, hanging `stop` (a CI teardown, 300 s): the
+        cancellation requested is checked before each request and each sleep."""
+        task = asyncio.current_task()
         while True:
             for durable, subject in self._consumers:
+                if task is not None and task.cancelling():
+                    return
                 try:
                     info = await js.consumer_info(self.stream.name, durable, timeout=2.0)
                 except Exception as exc:  # a slow or restarting server: report again next round
                     log.debug("%s: no consumer info (%s)", durable, exc)
                     continue
                 metrics.set_lag(self.stream.name, durable, subject, info.num_pending + info.num_ack_pending)
+            if task is not None and task.cancelling():
+                return
             await asyncio.sleep(self.lag_interval_s)
 
     @property
