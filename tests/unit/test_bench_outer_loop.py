@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -133,3 +134,13 @@ def test_a_stack_start_that_lost_a_port_to_another_process_is_tried_again_on_oth
     finally:
         for sock in held:
             sock.close()
+
+
+def test_each_command_of_a_bench_is_logged_with_its_start_exit_and_duration(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outer_loop, "run_interruptible", lambda command, env, out: 1)
+    log = tmp_path / "bench.log"
+    assert outer_loop._cli("eval", "--env", "twx:coin", env={}, log=log) == 1  # an eval's lost episodes: kept
+    first, last = log.read_text().splitlines()
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] \$ evoskill eval --env twx:coin", first)
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] evoskill eval: exit 1 after \d+\.\d s", last)

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,10 +83,13 @@ class AgentRow:
 def _cli(*args: str, env: dict[str, str], log: Path) -> int:
     """`evoskill ARGS` in a subprocess with the stack's settings; its output goes to `log`. Returns 1 for an eval
     whose report counts episodes the services could not finish (kept in the row's `errors`)."""
-    with log.open("a") as out:
-        out.write(f"$ evoskill {shlex.join(args)}\n")
+    with log.open("a") as out:  # each command timed: where a bench's hours went, from its log alone
+        out.write(f"[{time.strftime('%H:%M:%S')}] $ evoskill {shlex.join(args)}\n")
         out.flush()
+        started = time.perf_counter()
         code = run_interruptible([sys.executable, "-m", "evoskill.cli", *args], env, out)
+        out.write(f"[{time.strftime('%H:%M:%S')}] evoskill {args[0]}: exit {code} after "
+                  f"{time.perf_counter() - started:.1f} s\n")
     failed_episodes = code == 1 and args[0] == "eval"
     if code != 0 and not failed_episodes:
         raise RuntimeError(f"evoskill {args[0]} failed (exit {code}); see {log}")
