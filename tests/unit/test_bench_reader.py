@@ -1,5 +1,6 @@
 """`bench reader`: a learner's weights exported by this code against the file it published, on a library's
-states: the same θ, so the same outputs; and weights of the other encoder refused by name."""
+states: the same θ, so the same outputs; `bench cloning-step`: the reader's training and serving kernels give the
+same logits and gradients; the other encoder refused by name by both."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evoskill.bench.reader import library_states, run_reader_bench
+from evoskill.bench.reader import library_states, run_cloning_step_bench, run_reader_bench
 from evoskill.core.learn import HashingFeaturizer, Learner, TokenFeaturizer, TrainConfig, episode_examples
 from evoskill.library.jsonl import write_jsonl
 from evoskill.platform.config import LearnerSettings
@@ -48,3 +49,19 @@ def test_weights_of_the_mlp_encoder_are_refused_by_name(tmp_path: Path) -> None:
     weights, policy, library = trained(tmp_path, reader=False)
     with pytest.raises(ValueError, match="encoder is 'mlp'"):
         run_reader_bench(None, weights, policy, library, states=2, repeats=1)
+
+
+def test_the_cloning_step_with_serving_kernels_gives_the_same_logits_and_gradients(tmp_path: Path) -> None:
+    _, _, library = trained(tmp_path, reader=True)
+    result = run_cloning_step_bench(tmp_path / "step.json", library, batches=2, repeats=1)
+    assert result["max_logit_difference"] < 1e-4 and result["max_gradient_difference"] < 1e-4
+    assert result["train_kernels_ms_per_step"] > 0 and result["serve_kernels_ms_per_step"] > 0
+    assert result["candidates_mean"] > 0 and (tmp_path / "step.json").exists()
+
+
+def test_the_cloning_step_of_the_mlp_encoder_is_refused_by_name(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, library = trained(tmp_path, reader=False)
+    monkeypatch.setenv("EVOSKILL_LEARNER__ENCODER", "mlp")
+    with pytest.raises(ValueError, match="encoder is 'mlp'"):
+        run_cloning_step_bench(None, library, batches=1, repeats=1)

@@ -1,6 +1,8 @@
-"""The reader pools by sums over groups, not membership matrices: each candidate's packed tokens by segment sums (the
-same sums and token counts as the [B, A, N] matrix they replaced, whose cost grew with candidates × tokens), and the
-clauses a candidate names by one sum per clause (the same means as the [B, A·K, L] matrix), padding adding nothing."""
+"""The reader pools by sums over groups, not membership matrices: each candidate's packed tokens by segment sums, the
+serving kernel's running sums and the training kernel's scatter-add alike (the same sums and token counts as the
+[B, A, N] matrix they replaced, whose cost grew with candidates × tokens), and the clauses a candidate names by one
+sum per clause (the same means as the [B, A·K, L] matrix), padding adding nothing; the training kernel's best match,
+found without a graph, gives the serving kernel's max and its gradient."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evoskill.core.learn.reader import _clause_means, _segment_sum
+from evoskill.core.learn.reader import _argmax_match, _clause_means, _max_match, _running_sum, _scattered_sum
 
 
 def membership_sums(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor, candidates: int) -> torch.Tensor:
@@ -33,9 +35,10 @@ def test_segment_sums_equal_the_membership_matrix(lengths: list[list[int]], widt
         real[b, :len(packed)] = True
     values = torch.randn(len(lengths), tokens, width, generator=generator)
     like = torch.zeros(len(lengths), candidates, dtype=torch.long)
-    sums, counts = _segment_sum(values, slot, real, like)
-    torch.testing.assert_close(sums, membership_sums(values, slot, real, candidates))
-    torch.testing.assert_close(counts, membership_sums(torch.ones_like(values[..., :1]), slot, real, candidates))
+    for kernel in (_running_sum, _scattered_sum):  # serving's and training's
+        sums, counts = kernel(values, slot, real, like)
+        torch.testing.assert_close(sums, membership_sums(values, slot, real, candidates))
+        torch.testing.assert_close(counts, membership_sums(torch.ones_like(values[..., :1]), slot, real, candidates))
 
 
 @settings(max_examples=40, deadline=None)
@@ -57,3 +60,26 @@ def test_clause_means_equal_the_membership_matrix(clauses: list[list[int]], padd
     member = ((clause[:, None, None, :] == lines.unsqueeze(-1)) & (lines > 0).unsqueeze(-1)).to(x.dtype)
     expected = (member @ x.unsqueeze(1)) / member.sum(-1, keepdim=True).clamp(min=1.0)
     torch.testing.assert_close(_clause_means(x, clause, lines), expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tokens=st.integers(1, 6), keys=st.integers(1, 7), width=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_best_match_gives_the_max_and_its_gradient(tokens: int, keys: int, width: int, seed: int) -> None:
+    """Training's best match (each query row's best allowed key found without a graph, recomputed as one product)
+    equals serving's (the max over all its similarities), in value and in gradient; a row with no key allowed reads
+    -1e4 and passes no gradient."""
+    generator = torch.Generator().manual_seed(seed)
+    query = torch.randn(2, tokens, width, generator=generator, requires_grad=True)
+    key = torch.randn(2, keys, width, generator=generator, requires_grad=True)
+    allowed = torch.rand(2, tokens, keys, generator=generator) < 0.6
+    allowed[0, 0] = False  # a row with none
+    weights = torch.randn(2, tokens, generator=generator)
+    found = []
+    for match in (_argmax_match, _max_match):
+        value = match(query, key, allowed)
+        (value * weights).sum().backward()
+        found.append((value.detach(), query.grad.clone(), key.grad.clone()))  # type: ignore[union-attr]
+        query.grad, key.grad = None, None
+    for ours, theirs in zip(*found, strict=True):
+        torch.testing.assert_close(ours, theirs)
+    assert found[0][0][0, 0] == -1e4 and not found[0][1][0, 0].any()

@@ -91,6 +91,20 @@ def reader(
         run_reader_bench(json_path, weights, policy, library, states, repeats)
 
 
+@bench_app.command("cloning-step")
+def cloning_step(
+    library: Path = typer.Option(..., exists=True, dir_okay=False, help="A library JSONL (`evoskill demos`)."),
+    batches: int = typer.Option(10, min=1, help="The learner's batches of it, drawn once and timed each round."),
+    repeats: int = typer.Option(3, min=1, help="ABBA rounds."),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the timings and differences here."),
+) -> None:
+    """θ's cloning step with the reader's training kernels vs its serving kernels, the same weights and batches."""
+    from evoskill.bench.reader import run_cloning_step_bench  # torch loads only when run
+
+    with _one_line_errors(ValueError):
+        run_cloning_step_bench(json_path, library, batches, repeats)
+
+
 @bench_app.command("kernels")
 def kernels_cmd(
     library: Path = typer.Option(..., exists=True, dir_okay=False, help="A library JSONL (`evoskill demos`)."),

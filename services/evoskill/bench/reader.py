@@ -115,3 +115,82 @@ def show(result: dict[str, Any]) -> None:
                   f"{result['published_ms_per_state']:.1f}", f"{result['current_ms_per_state']:.1f}",
                   f"{result['ratio']:.2f}×", f"{result['max_difference']:.2e}")
     Console().print(table)
+
+
+def run_cloning_step_bench(json_path: Path | None, library: Path, batches: int, repeats: int) -> dict[str, Any]:
+    """θ's cloning step as the learner takes it (its loss on a batch of the library, forward and backward, on the
+    learner's torch threads) with the reader's training kernels and with its serving kernels (those of the exported
+    graph, which trained θ until 2026-12-07), the same weights and batches, ABBA per round; the median ms of a step
+    of each and the largest difference of their logits and gradients."""
+    import torch
+
+    from evoskill.core.learn.reader import ReaderNet
+    from evoskill.learner.trainer import PolicyTrainer
+
+    class ServingKernels(ReaderNet):
+        train_kernels = ReaderNet.serve_kernels
+
+    with tempfile.TemporaryDirectory() as state:
+        settings = Settings(state_dir=Path(state))
+        torch.set_num_threads(settings.learner.torch_threads)  # as the learner service sets it
+        trainer = PolicyTrainer(settings)
+        try:
+            trainer.import_episodes(list(read_jsonl(library)))
+            learner, replay, size = trainer.learner, trainer.replay, settings.learner.batch_size
+            if not isinstance(learner.net, ReaderNet):
+                raise ValueError(f"θ's encoder is {learner.net_config.encoder!r}; this benchmark times the reader")
+            drawn = [replay.sample(size) for _ in range(batches)]
+            if not drawn[0].examples:
+                raise ValueError(f"{library}: no step with candidates to train on")
+            steps = [learner.collate(d.examples, d.weights, rename=True) for d in drawn]
+            serving = ServingKernels(learner.net.config)
+            serving.load_state_dict(learner.net.state_dict())
+            nets = {"serve": serving, "train": learner.net}
+
+            def backward(name: str, batch: Any) -> None:
+                learner.net = nets[name]  # Learner.losses reads θ from here
+                try:
+                    nets[name].train()
+                    nets[name].zero_grad(set_to_none=True)
+                    learner.losses(batch)[0]["loss"].backward()
+                finally:
+                    learner.net = nets["train"]
+
+            for name in nets:
+                backward(name, steps[0])
+            grads = [(a.grad, b.grad) for a, b in zip(serving.parameters(), nets["train"].parameters(), strict=True)
+                     if a.grad is not None and b.grad is not None]
+            logits = {name: net(*steps[0].inputs)[0].detach() for name, net in nets.items()}
+            seconds: dict[str, list[float]] = {name: [] for name in nets}
+            for _ in range(repeats):
+                for name in ("serve", "train", "train", "serve"):
+                    started = time.perf_counter()
+                    for batch in steps:
+                        backward(name, batch)
+                    seconds[name].append((time.perf_counter() - started) / len(steps))
+            mask = steps[0].mask
+            shapes = [tuple(batch.inputs[i].shape[1] for i in (0, 3, 8)) for batch in steps]  # L, N, A
+        finally:
+            trainer.close()
+    serve_ms, train_ms = (1000 * statistics.median(seconds[n]) for n in ("serve", "train"))
+    result = {
+        "library": str(library), "batches": batches, "repeats": repeats, "batch_size": size,
+        "torch_threads": settings.learner.torch_threads,
+        "state_tokens_mean": statistics.mean(s[0] for s in shapes),
+        "candidate_tokens_mean": statistics.mean(s[1] for s in shapes),
+        "candidates_mean": statistics.mean(s[2] for s in shapes),
+        "serve_kernels_ms_per_step": serve_ms, "train_kernels_ms_per_step": train_ms, "ratio": serve_ms / train_ms,
+        "max_logit_difference": float((logits["serve"] - logits["train"])[mask].abs().max()),
+        "max_gradient_difference": max(float((a - b).abs().max()) for a, b in grads),
+    }
+    table = Table("batches × size", "state / candidate tokens, candidates (mean)", "serving kernels ms / step",
+                  "training kernels ms / step", "serving / training", "largest logit / gradient difference",
+                  title=f"θ's cloning step (forward and backward, {result['torch_threads']} torch thread(s)), "
+                        "the same weights and batches")
+    table.add_row(f"{batches} × {size}", f"{result['state_tokens_mean']:.0f} / {result['candidate_tokens_mean']:.0f}, "
+                  f"{result['candidates_mean']:.0f}", f"{serve_ms:.1f}", f"{train_ms:.1f}", f"{result['ratio']:.2f}×",
+                  f"{result['max_logit_difference']:.1e} / {result['max_gradient_difference']:.1e}")
+    Console().print(table)
+    if json_path is not None:
+        write_report(json_path, result, Settings())
+    return result

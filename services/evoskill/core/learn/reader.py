@@ -56,14 +56,14 @@ def _local(mix: nn.Module, norm: nn.Module, x: torch.Tensor, group: torch.Tensor
     return norm(x + F.gelu(mix(torch.cat([prev, x, after], dim=-1)))) * keep
 
 
-def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor,
+def _running_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor,
                  like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """[B, A, D] sums of the rows of values [B, N, D] by candidate, and [B, A, 1] each candidate's token count: token
-    n belongs to candidate slot[b, n]
-    (padding, real False, to none); like [B, A] gives A. The tokens are packed in candidate order, padding last
-    (`tokens.make_inputs`), so a candidate's sum is the difference of a running sum at the two ends of its run
-    (in float64: a float32 sum over 15,000 tokens would lose digits). Linear in N: the [B, A, N] membership
-    matrix this replaced cost A × N, which with ScienceWorld's 1,600 candidates of ~10 tokens was most of θ's time."""
+    n belongs to candidate slot[b, n] (padding, real False, to none); like [B, A] gives A. The tokens are packed in
+    candidate order, padding last (`tokens.make_inputs`), so a candidate's sum is the difference of a running sum at
+    the two ends of its run (in float64: a float32 sum over 15,000 tokens would lose digits). Linear in N: the
+    [B, A, N] membership matrix this replaced cost A × N, which with ScienceWorld's 1,600 candidates of ~10 tokens
+    was most of θ's time. The serving kernel: onnxruntime runs it faster than `_scattered_sum`."""
     ones = real.to(values.dtype).unsqueeze(-1)  # [B, N, 1]
     counts = torch.zeros_like(like, dtype=values.dtype).unsqueeze(-1).scatter_add(
         1, torch.where(real, slot, 0).unsqueeze(-1), ones)  # [B, A, 1]: each candidate's tokens
@@ -73,6 +73,19 @@ def _segment_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor,
     width = values.shape[-1]
     sums = running.gather(1, ends.expand(-1, -1, width)) - running.gather(1, starts.expand(-1, -1, width))
     return sums.to(values.dtype), counts
+
+
+def _scattered_sum(values: torch.Tensor, slot: torch.Tensor, real: torch.Tensor,
+                   like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_running_sum`'s sums and counts by one scatter-add, whose backward is one gather: the training kernel (the
+    running sums' float64 cumsum, its flipped backward and the zero-filled gradients of two gathers were 60 ms of a
+    280 ms cloning step on ScienceWorld; onnxruntime's scatter-add is the slower one forward)."""
+    ones = real.to(values.dtype).unsqueeze(-1)  # [B, N, 1]
+    index = torch.where(real, slot, 0).unsqueeze(-1)  # padding adds its zeros to candidate 0
+    empty = torch.zeros_like(like, dtype=values.dtype).unsqueeze(-1)  # [B, A, 1]
+    width = values.shape[-1]
+    sums = empty.expand(-1, -1, width).contiguous().scatter_add(1, index.expand(-1, -1, width), values * ones)
+    return sums, empty.scatter_add(1, index, ones)
 
 
 def _clause_means(x: torch.Tensor, clause: torch.Tensor, named: torch.Tensor) -> torch.Tensor:
@@ -87,6 +100,22 @@ def _clause_means(x: torch.Tensor, clause: torch.Tensor, named: torch.Tensor) ->
     index = named.reshape(b, a * k, 1)
     means = sums.gather(1, index.expand(-1, -1, width)) / counts.gather(1, index).clamp(min=1.0)
     return (means * (index > 0).to(x.dtype)).reshape(b, a, k, width)
+
+
+def _max_match(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """[B, N] each query row's largest dot product with the key rows [B, L, W] it is allowed ([B, N, L]; -1e4 where
+    none is): the max over all its similarities. The serving kernel."""
+    return torch.where(allowed, query @ key.transpose(1, 2), -1e4).max(-1).values
+
+
+def _argmax_match(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """`_max_match`, for training: the [B, N, L] similarities, a step's largest tensors, only pick each row's best key,
+    without a graph, and the gradient flows through that one product, as the max's would (the max's backward and the
+    bmm's were a third of a ScienceWorld cloning step). Ties pick the first key, as the max does."""
+    with torch.no_grad():
+        best = torch.where(allowed, query @ key.transpose(1, 2), -1e4).argmax(-1, keepdim=True)  # [B, N, 1]
+    picked = key.gather(1, best.expand(-1, -1, key.shape[-1]))  # [B, N, W]
+    return torch.where(allowed.gather(2, best).squeeze(-1), (query * picked).sum(-1), -1e4)
 
 
 class _CrossBlock(nn.Module):
@@ -116,6 +145,11 @@ class _CrossBlock(nn.Module):
 
 class ReaderNet(nn.Module):
     INPUTS = TokenInputs._fields
+    # The kernels over a step's largest tensors, (candidate sums, best match): training's have the cheaper backward,
+    # serving's (the exported graph) run faster on onnxruntime; equal outputs (tests/unit/test_reader_pooling.py).
+    # `bench cloning-step` trains with the serving ones beside.
+    train_kernels = (_scattered_sum, _argmax_match)
+    serve_kernels = (_running_sum, _max_match)
     DYNAMIC_AXES: ClassVar[dict[str, dict[int, str]]] = {
         "ctx_ids": {0: "batch", 1: "tokens"},
         "ctx_seg": {0: "batch", 1: "tokens"},
@@ -202,21 +236,23 @@ class ReaderNet(nn.Module):
         average = x.sum(1) / keys.to(x.dtype).sum(1, keepdim=True).clamp(min=1.0)
         s = self.state_encoder(torch.cat([pooled, average], dim=-1))  # [B, H]
 
-        # MaxSim: [B, N, L] similarities, each candidate token restricted to the tokens of its candidate's clauses.
-        # Masks as booleans, the scale on the [B, N, W] side, a max that keeps its index: each op on the [B, N, L]
-        # similarities is one pass (amax's backward alone made four), the largest tensors of a training step.
+        # MaxSim: each candidate token's best similarity among the tokens of its candidate's clauses.
         named = (ctx_clause[:, None, None, :] == cand_lines.unsqueeze(-1)) & (cand_lines > 0).unsqueeze(-1)
         in_lines = named.to(x.dtype).amax(2)  # [B, A, L]: 1 where the context token is in a clause it names
-        allowed = torch.gather(in_lines > 0, 1, cand_slot.unsqueeze(-1).expand(-1, -1, in_lines.shape[-1]))  # [B, N, L]
+        # [B, N, L]: each candidate token gets its candidate's row whole (copied rows, 15x faster than a gather)
+        b, a, length = in_lines.shape
+        rows = (cand_slot + torch.arange(b).unsqueeze(1) * a).flatten()  # [B·N] rows of in_lines' [B·A, L]
+        allowed = (in_lines > 0).flatten(0, 1).index_select(0, rows).reshape(b, -1, length)
         any_line = torch.gather(in_lines.amax(-1), 1, cand_slot)  # [B, N]: 0 where the candidate names no clause
-        sim = (self.match_query(y) / math.sqrt(x.shape[-1])) @ self.match_key(x).transpose(1, 2)
-        best = torch.where(allowed, sim, -1e4).max(-1).values * any_line  # [B, N]
+        query, key = self.match_query(y) / math.sqrt(x.shape[-1]), self.match_key(x)  # [B, N, W], [B, L, W]
+        segment_sum, best_match = self.train_kernels if self.training else self.serve_kernels
+        best = best_match(query, key, allowed) * any_line  # [B, N]
 
         # Pool each candidate's tokens, one segment sum for all: its mean, gated mean and MaxSim.
         gate = torch.sigmoid(self.gate(y))  # [B, N, 1]
         w = y.shape[-1]
         per_token = torch.cat([y, y * gate, best.unsqueeze(-1) * gate], dim=-1)
-        sums, count = _segment_sum(per_token, cand_slot, real, template_ids)  # [B, A, 2W + 1], [B, A, 1]
+        sums, count = segment_sum(per_token, cand_slot, real, template_ids)  # [B, A, 2W + 1], [B, A, 1]
         count = count.clamp(min=1.0)
         mean, gated, maxsim = sums[..., :w] / count, sums[..., w:2 * w] / count, sums[..., -1]
 
