@@ -15,7 +15,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from evoskill.common.v1 import common_pb2
 from evoskill.core.errors import InvalidInput, NotFound
 from evoskill.platform.config import GrpcSettings
-from evoskill.platform.rpc import channel, check_health, rpc_method, service_config, start_server
+from evoskill.platform.deadlines import call_deadline
+from evoskill.platform.rpc import channel, check_health, rpc_method, service_config, start_server, sync_channel
 from evoskill.reward.v1 import reward_pb2, reward_pb2_grpc
 from evoskill.stack.supervisor import free_port
 from tests.integration.waiting import until
@@ -71,6 +72,28 @@ async def test_call_past_its_deadline_fails_with_deadline_exceeded(reward_server
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+async def test_a_call_naming_its_own_deadline_keeps_it(reward_server) -> None:  # type: ignore[no-untyped-def]
+    servicer, target = reward_server
+    async with channel(target, GrpcSettings(deadline_s=0.3)) as ch:
+        reply = await reward_pb2_grpc.RewardServiceStub(ch).Score(transition("sleep"), timeout=30)
+    assert reply.total == 1.0 and servicer.calls == 1
+
+
+async def test_a_blocking_call_past_its_deadline_fails_with_deadline_exceeded(reward_server) -> None:  # type: ignore[no-untyped-def]
+    """The search's worker thread calls through a blocking channel: the default deadline applies there too."""
+    _, target = reward_server
+
+    def call() -> grpc.StatusCode:
+        with sync_channel(target, GrpcSettings(deadline_s=0.3)) as ch:
+            try:
+                reward_pb2_grpc.RewardServiceStub(ch).Score(transition("sleep"))
+            except grpc.RpcError as error:
+                return error.code()  # type: ignore[no-any-return]
+        return grpc.StatusCode.OK
+
+    assert await asyncio.to_thread(call) == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
 @pytest.mark.parametrize(("action", "episode", "code", "named"), [
     ("look", "", grpc.StatusCode.INVALID_ARGUMENT, "InvalidInput: transition.episode_id is empty"),
     ("lookup", "e7", grpc.StatusCode.NOT_FOUND, "NotFound: no episode 'e7'"),
@@ -119,11 +142,15 @@ def test_only_safe_methods_are_retried() -> None:
     }
     assert ("evoskill.reward.v1.RewardService", "Score") in retried
     assert ("evoskill.sandbox.v1.SandboxService", "Step") not in retried
-    timeouts = {(n.get("service"), n.get("method")): e["timeout"] for e in config["methodConfig"] for n in e["name"]}
-    assert timeouts[(None, None)] == "3.000s"
-    assert timeouts[("evoskill.reward.v1.RewardService", "Score")] == "3.000s"
-    assert timeouts[("evoskill.planner.v1.PlannerService", "PlayEpisode")] == "3600.000s"
-    assert timeouts[("evoskill.sandbox.v1.SandboxService", "Step")] == "300.000s"  # may replay the episode first
+    assert not any("timeout" in entry for entry in config["methodConfig"])  # each call carries its own
+
+
+def test_a_call_naming_no_deadline_gets_its_methods() -> None:
+    settings = GrpcSettings(deadline_s=3)
+    assert call_deadline("/evoskill.reward.v1.RewardService/Score", settings) == 3.0
+    assert call_deadline(b"/evoskill.planner.v1.PlannerService/PlayEpisode", settings) == 3600.0
+    assert call_deadline("/evoskill.sandbox.v1.SandboxService/Step", settings) == 300.0  # may replay the episode
+    assert call_deadline("/evoskill.sandbox.v1.SandboxService/Simulate", settings) == 3.0
 
 
 def test_only_new_work_waits_for_a_restarting_server() -> None:

@@ -33,6 +33,7 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_serv
 from evoskill.core import errors
 from evoskill.core.limits import bounded, check_message
 from evoskill.platform.config import GrpcSettings
+from evoskill.platform.deadlines import AioDeadlineChannel, DeadlineChannel
 from evoskill.platform.interceptors import WrappingInterceptor, streamed, wrapped_handler
 from evoskill.platform.metrics import RpcMetricsInterceptor
 from evoskill.platform.tls import channel_credentials, server_credentials
@@ -46,16 +47,6 @@ SAFE_TO_RETRY: dict[str, tuple[str, ...]] = {
     "evoskill.memory.v1.MemoryService": ("Retrieve", "Store"),
     "evoskill.learner.v1.LearnerService": ("GetPolicy", "ListPolicies"),
     "grpc.health.v1.Health": ("Check",),
-}
-
-# Calls that legitimately outlast the default deadline (whole episodes, environment start-up; a real step after
-# a search, which on a replay-only environment such as ScienceWorld first replays the episode, and may wait for
-# the search's last probe: the sandbox's worker watchdog bounds it); the caller's own deadline still applies,
-# gRPC takes the smaller of the two.
-LONG_CALLS: dict[str, tuple[tuple[str, ...], float]] = {
-    "evoskill.planner.v1.PlannerService": (("PlayEpisode", "Search"), 3600.0),
-    "evoskill.sandbox.v1.SandboxService": (("CreateSession", "Step"), 300.0),
-    "evoskill.learner.v1.LearnerService": (("Train", "ImportEpisodes", "ExportEpisodes"), 3600.0),
 }
 
 # New work that waits, up to its deadline, for a server that is down (restarting after a crash) instead of
@@ -256,35 +247,26 @@ async def start_server(
 
 
 def service_config(settings: GrpcSettings) -> str:
-    """Default deadline on every method; retries on UNAVAILABLE only for SAFE_TO_RETRY methods; WAIT_FOR_READY
-    methods wait for their server; calls spread over every address the target resolves to (a headless
-    Service's DNS name lists each replica)."""
-    timeout = f"{settings.deadline_s:.3f}s"
-    configs: list[dict[str, Any]] = [{"name": [{}], "timeout": timeout}]
-    for service, (methods, seconds) in LONG_CALLS.items():
-        waiting = WAIT_FOR_READY.get(service, ())
-        for group in ([m for m in methods if m in waiting], [m for m in methods if m not in waiting]):
-            if group:
-                configs.append({"name": [{"service": service, "method": m} for m in group],
-                                "timeout": f"{seconds:.3f}s"})
-    for service, methods in SAFE_TO_RETRY.items():
-        configs.append({
-            "name": [{"service": service, "method": m} for m in methods],
-            "timeout": timeout,
-            "retryPolicy": {
-                "maxAttempts": max(2, settings.retries),
-                "initialBackoff": "0.1s",
-                "maxBackoff": "2s",
-                "backoffMultiplier": 2,
-                "retryableStatusCodes": ["UNAVAILABLE"],
-            },
-        })
-    for config in configs:  # the most specific entry applies: each says whether its methods wait
-        names = config["name"]
-        waits = {n.get("method") in WAIT_FOR_READY.get(n.get("service", ""), ()) for n in names}
-        if waits == {True}:
-            config["waitForReady"] = True
-        assert len(waits) == 1, f"methods that wait and methods that do not share an entry: {names}"
+    """Retries on UNAVAILABLE only for SAFE_TO_RETRY methods; WAIT_FOR_READY methods wait for their server; calls
+    spread over every address the target resolves to (a headless Service's DNS name lists each replica).
+    Deadlines are not here but on each call (`evoskill.platform.deadlines`)."""
+    retry = {
+        "maxAttempts": max(2, settings.retries),
+        "initialBackoff": "0.1s",
+        "maxBackoff": "2s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    configs: list[dict[str, Any]] = []
+    for service in sorted(SAFE_TO_RETRY.keys() | WAIT_FOR_READY.keys()):
+        retried, waiting = SAFE_TO_RETRY.get(service, ()), WAIT_FOR_READY.get(service, ())
+        for method in sorted({*retried, *waiting}):  # one entry per method: gRPC refuses a name listed twice
+            config: dict[str, Any] = {"name": [{"service": service, "method": method}]}
+            if method in retried:
+                config["retryPolicy"] = retry
+            if method in waiting:
+                config["waitForReady"] = True
+            configs.append(config)
     return json.dumps({"methodConfig": configs, "loadBalancingConfig": [{"round_robin": {}}]})
 
 
@@ -316,7 +298,8 @@ def _aio_channel(target: str, settings: GrpcSettings, options: list[tuple[str, A
 def channel(target: str, settings: GrpcSettings | None = None) -> grpc.aio.Channel:
     """A traced aio channel with the default deadline and safe retries configured (TLS with `settings.tls`)."""
     settings = settings or GrpcSettings()
-    return _aio_channel(target, settings, _channel_options(settings), aio_client_interceptors())
+    return AioDeadlineChannel(_aio_channel(target, settings, _channel_options(settings), aio_client_interceptors()),
+                              settings)
 
 
 def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Channel:
@@ -328,8 +311,8 @@ def sync_channel(target: str, settings: GrpcSettings | None = None) -> grpc.Chan
     options = _channel_options(settings)
     raw = (grpc.secure_channel(target, channel_credentials(settings.tls), options) if settings.tls.enabled
            else grpc.insecure_channel(target, options))
-    channel: grpc.Channel = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels
-    return channel
+    traced = intercept_channel(raw, client_interceptor())  # OTel's own wrapper for sync channels
+    return DeadlineChannel(traced, settings)
 
 
 async def check_health(target: str, service: str = "", timeout_s: float = 2.0,
