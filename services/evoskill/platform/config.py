@@ -277,7 +277,8 @@ class LearnerSettings(_Group):
     hidden: int = Field(128, description="Hidden width of the policy and value networks")
     torch_threads: int = Field(
         1, ge=1, description="Threads of θ's torch updates: its matrices are small, and on the 2 shared cores one "
-        "thread ran a behaviour-cloning step 8x faster than two (load 9-10)"
+        "thread ran a behaviour-cloning step 8x faster than two (load 9-10); on a machine that runs nothing else while "
+        "it clones, 2 made the step's forward and backward 1.8x faster (another θ: docs/results.md)"
     )
     reader_tokens: Literal["minilm", "hash"] = Field(
         "minilm", description="Tokens of the reader: all-MiniLM-L6-v2's word pieces (table initialised from its "
