@@ -42,6 +42,7 @@ def test_the_same_weights_give_the_same_outputs_and_every_state_is_timed(tmp_pat
     assert result["states"] == 3 and len(result["rows"]) == 3
     assert result["max_difference"] < 1e-4
     assert result["current_ms_per_state"] > 0 and result["ratio"] > 0
+    assert result["features_agree"] and result["features_ratio"] > 0  # the baseline's features, read at once
     assert (tmp_path / "bench.json").exists()
 
 

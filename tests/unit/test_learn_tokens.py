@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from evoskill.bench.reader import features_one_by_one
 from evoskill.core.learn import TokenFeaturizer, text_encoder_from_spec
 from evoskill.core.learn.tokens import (
     GOAL,
@@ -15,6 +18,7 @@ from evoskill.core.learn.tokens import (
     NOTES,
     OBSERVATION,
     START,
+    StateTokens,
 )
 from evoskill.core.state_text import candidate_text
 from evoskill.platform.config import LearnerSettings
@@ -106,15 +110,35 @@ def test_the_goal_is_read_up_to_the_cap_its_theta_records() -> None:
     assert TokenFeaturizer.from_spec(TokenFeaturizer("hash", 8, 64, goal_tokens=20).spec).spec["goal_tokens"] == 20
 
 
-def test_overlaps_count_each_clause_s_share_of_the_candidate(featurizer: TokenFeaturizer) -> None:
-    """`overlaps` counts, for every notes and room clause, the candidate's distinct tokens it holds and their
-    rarities, as a set intersection with each clause would."""
+clause_tokens = st.lists(st.integers(3, 14), min_size=1, max_size=5).map(tuple)
+
+
+@settings(max_examples=60, deadline=None)
+@given(segments=st.lists(st.tuples(st.sampled_from([GOAL, NOTES, OBSERVATION, INVENTORY]), clause_tokens),
+                         max_size=9),
+       cands=st.lists(st.tuples(st.lists(st.integers(3, 16), min_size=1, max_size=6).map(tuple), st.booleans()),
+                      min_size=1, max_size=8))
+def test_a_rows_features_read_at_once_equal_those_read_one_candidate_at_a_time(
+        segments: list[tuple[int, tuple[int, ...]]], cands: list[tuple[tuple[int, ...], bool]]) -> None:
+    """States of up to 9 clauses over a small vocabulary (so tokens recur across clauses and scores tie) and rows
+    of up to 8 candidates, some tokens repeated within one: every feature and every clause named is as the
+    per-candidate reading gave it, read at once and then again from what the state remembers."""
+    by_seg: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    for number, (seg, tokens) in enumerate(segments, start=2):
+        by_seg.setdefault(seg, []).append((number, tokens))
+    empty = np.zeros(0, np.int64)
+    state = StateTokens(empty, empty, empty, by_seg)
+    again = [*cands[::-1], cands[0], ((99,), False)]  # read again in another order, one repeated, one new
+    for row in (cands, again):  # the second from what the first remembered
+        match, named = state.features(row)
+        expected_match, expected_named = features_one_by_one(by_seg, row)
+        np.testing.assert_allclose(match, expected_match, rtol=1e-6)
+        np.testing.assert_array_equal(named, expected_named)
+
+
+def test_the_candidate_names_the_notes_line_it_shares_most_with(featurizer: TokenFeaturizer) -> None:
+    candidate = [("slice the red potato with the knife", "")]
+    inputs = featurizer.make_inputs(lambda t: 0, [(GOAL_TEXT, OBS_TEXT)], [candidate])
     state = featurizer.state(GOAL_TEXT, OBS_TEXT)
-    candidate = set(featurizer.ids("slice the red potato with the knife"))
-    clauses = {int(c): set(state.ids[state.clause == c].tolist()) for c in np.unique(state.clause)}
-    for lines, rarity, (counts, scores) in zip(state.lines, state.rarity, state.overlaps(candidate), strict=True):
-        assert counts == [len(candidate & clauses[number]) for number in lines]
-        assert scores == pytest.approx([sum(rarity[t] for t in candidate & clauses[number]) for number in lines])
-    (counts, _), _ = state.overlaps(candidate)
-    best = state.lines[0][counts.index(max(counts))]
-    assert clauses[best] == set(featurizer.ids("slice the red potato"))  # the notes line it shares most with
+    named = int(inputs.cand_lines[0, 0, 0])
+    assert state.ids[state.clause == named].tolist() == list(featurizer.ids("slice the red potato"))

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.core.episode_record import steps_with_states
+from evoskill.core.learn import tokens
 from evoskill.core.state_text import state_text
 from evoskill.envs.base import heuristic_template
 from evoskill.library.jsonl import read_jsonl
@@ -45,6 +46,75 @@ def library_states(library: Path, limit: int) -> list[State]:
             if len(states) == limit:
                 return states
     return states
+
+
+def features_one_by_one(by_seg: dict[int, list[tuple[int, tuple[int, ...]]]],
+                       cands: list[tuple[tuple[int, ...], bool]]) -> tuple[np.ndarray, np.ndarray]:
+    """`StateTokens.features` as it was computed until 2026-12-07, one candidate and one token at a time with sets and
+    dicts (`bench reader`'s baseline, and the tests' reference): the state's clauses by segment, `by_seg` as
+    `TokenFeaturizer` reads them."""
+    notes, room = by_seg.get(tokens.NOTES, []), by_seg.get(tokens.OBSERVATION, []) + by_seg.get(tokens.INVENTORY, [])
+    sets = [{t for _, c in by_seg.get(s, []) for t in c} for s in SEGMENTS]
+    pairs = [{(c[k], c[k + gap]) for _, c in group for gap in (1, 2) for k in range(len(c) - gap)}
+             for group in (notes, room)]
+    lines = [[number for number, _ in group] for group in (notes, room)]
+    holders: list[dict[int, list[int]]] = [{}, {}]
+    for held, group in zip(holders, (notes, room), strict=True):
+        for position, (_, clause) in enumerate(group):
+            for t in set(clause):
+                held.setdefault(t, []).append(position)
+    rows, named = [], []
+    for ids, seen in cands:
+        overlaps = []
+        for numbers, held in zip(lines, holders, strict=True):
+            counts, scores = [0] * len(numbers), [0.0] * len(numbers)
+            for t in set(ids):
+                for position in held.get(t, ()):
+                    counts[position] += 1
+                    scores[position] += 1.0 / len(held[t])
+            overlaps.append((counts, scores))
+        coverage = [max(counts, default=0) / len(set(ids)) for counts, _ in overlaps]
+        rows += [[token in s for s in sets] + ([(ids[t - 1], token) in p for p in pairs] if t else [False, False])
+                 + coverage + [t == 0, seen] for t, token in enumerate(ids)]
+        best = []
+        for numbers, (_, scores) in zip(lines, overlaps, strict=True):
+            top = max(scores, default=0.0)
+            best.append([n for score, n in zip(scores, numbers, strict=True) if top > 0 and score >= top - 1e-9])
+        named.append([*(best[0] + [0] * tokens.NOTE_LINES)[:tokens.NOTE_LINES], best[1][0] if best[1] else 0])
+    return np.asarray(rows, np.float32).reshape(-1, len(tokens.MATCH_FEATURES)), np.asarray(named, np.int64)
+
+
+SEGMENTS = (tokens.GOAL, tokens.NOTES, tokens.OBSERVATION, tokens.INVENTORY)
+
+
+def clauses_by_segment(state: tokens.StateTokens) -> dict[int, list[tuple[int, tuple[int, ...]]]]:
+    """A read state's clauses under their segments ((clause number, token ids)), as `TokenFeaturizer` built them."""
+    by_seg: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    for number in np.unique(state.clause):
+        at = state.clause == number
+        if int(state.seg[at][0]) in SEGMENTS:
+            by_seg.setdefault(int(state.seg[at][0]), []).append((int(number), tuple(state.ids[at].tolist())))
+    return by_seg
+
+
+def time_features(featurizer: Any, goal_and_text: tuple[str, str], candidates: list[tuple[str, str]],
+                  repeats: int) -> dict[str, float]:
+    """A state's candidate features read one by one (the baseline) and at once, on a state not read before each
+    time (as search meets them), ABBA; the median ms of each, and whether they agree."""
+    state = featurizer.state(*goal_and_text)
+    by_seg, cands = clauses_by_segment(state), [featurizer.candidate(text) for text, _ in candidates]
+    seconds: dict[str, list[float]] = {"one_by_one": [], "at_once": []}
+    got = {}
+    for _ in range(repeats):
+        for name in ("one_by_one", "at_once", "at_once", "one_by_one"):
+            started = time.perf_counter()
+            got[name] = (features_one_by_one(by_seg, cands) if name == "one_by_one" else
+                         tokens.StateTokens(state.ids, state.seg, state.clause, by_seg).features(cands))
+            seconds[name].append(time.perf_counter() - started)
+    agree = bool(np.allclose(got["one_by_one"][0], got["at_once"][0], rtol=1e-6)
+                 and np.array_equal(got["one_by_one"][1], got["at_once"][1]))
+    return {"features_one_by_one_ms": 1000 * statistics.median(seconds["one_by_one"]),
+            "features_at_once_ms": 1000 * statistics.median(seconds["at_once"]), "features_agree": agree}
 
 
 def exported_now(weights: Path, directory: Path) -> Path:
@@ -89,7 +159,8 @@ def run_reader_bench(json_path: Path | None, weights: Path, policy: Path, librar
             difference = max(float(np.abs(outputs["published"][0][mask] - outputs["current"][0][mask]).max()),
                              float(np.abs(outputs["published"][1] - outputs["current"][1]).max()))
             rows.append({"candidates": len(candidates), "published_ms": 1000 * statistics.median(seconds["published"]),
-                         "current_ms": 1000 * statistics.median(seconds["current"]), "max_difference": difference})
+                         "current_ms": 1000 * statistics.median(seconds["current"]), "max_difference": difference,
+                         **time_features(published.featurizer, goal_and_text, candidates, repeats)})
     result = summarise(rows) | {"weights": str(weights), "policy": str(policy), "library": str(library),
                                 "repeats": repeats, "rows": rows}
     show(result)
@@ -101,7 +172,12 @@ def run_reader_bench(json_path: Path | None, weights: Path, policy: Path, librar
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     published = sum(r["published_ms"] for r in rows)
     current = sum(r["current_ms"] for r in rows)
+    one_by_one = sum(r["features_one_by_one_ms"] for r in rows)
+    at_once = sum(r["features_at_once_ms"] for r in rows)
     return {"states": len(rows), "candidates_median": statistics.median(r["candidates"] for r in rows),
+            "features_one_by_one_ms_per_state": one_by_one / len(rows),
+            "features_at_once_ms_per_state": at_once / len(rows),
+            "features_ratio": one_by_one / at_once, "features_agree": all(r["features_agree"] for r in rows),
             "candidates_max": max(r["candidates"] for r in rows), "published_ms_per_state": published / len(rows),
             "current_ms_per_state": current / len(rows), "ratio": published / current,
             "max_difference": max(r["max_difference"] for r in rows)}
@@ -114,7 +190,12 @@ def show(result: dict[str, Any]) -> None:
     table.add_row(str(result["states"]), f"{result['candidates_median']:.0f} / {result['candidates_max']}",
                   f"{result['published_ms_per_state']:.1f}", f"{result['current_ms_per_state']:.1f}",
                   f"{result['ratio']:.2f}×", f"{result['max_difference']:.2e}")
-    Console().print(table)
+    features = Table("candidate features read one by one, ms / state", "at once, ms / state", "one by one / at once",
+                     "the same features", title="θ's inputs for a state not read before (the candidates' features)")
+    features.add_row(f"{result['features_one_by_one_ms_per_state']:.1f}",
+                     f"{result['features_at_once_ms_per_state']:.1f}", f"{result['features_ratio']:.2f}×",
+                     "yes" if result["features_agree"] else "NO")
+    Console().print(table, features)
 
 
 def run_cloning_step_bench(json_path: Path | None, library: Path, batches: int, repeats: int) -> dict[str, Any]:

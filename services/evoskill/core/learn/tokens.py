@@ -9,7 +9,7 @@ its last inventory heading on); and into clauses (lines and sentences: a recipe'
 occur in those segments, how much of the candidate the best notes and room clauses cover, whether it
 is the candidate's first token (the verb), and whether the candidate leads back to a visited state (its
 " (been there)" mark, taken off the text). Each candidate also names the clauses that share its rarest
-words (`StateTokens.lines_named`), which the reader reads whole. Word identity is what generalises to
+words (`StateTokens.features`), which the reader reads whole. Word identity is what generalises to
 the test fold's unseen objects: a new ingredient's name is matched, not known.
 
 Two vocabularies, named by the spec an exported policy records (`{"kind": "tokens", "vocab": ...}`):
@@ -192,87 +192,104 @@ class TokenFeaturizer:
         for i, (state, row_cands) in enumerate(zip(read, cands, strict=True)):
             n = len(state.ids)
             ctx_ids[i, :n], ctx_seg[i, :n], ctx_clause[i, :n] = state.ids, state.seg, state.clause
-            at = 0
-            for j, (ids, seen) in enumerate(row_cands):
-                cand_ids[i, at : at + len(ids)] = ids
-                cand_slot[i, at : at + len(ids)] = j
-                cand_match[i, at : at + len(ids)], cand_lines[i, j] = state.candidate(ids, seen)
-                at += len(ids)
+            if row_cands:
+                lengths = [len(ids) for ids, _ in row_cands]
+                at = sum(lengths)
+                cand_ids[i, :at] = [t for ids, _ in row_cands for t in ids]
+                cand_slot[i, :at] = np.repeat(np.arange(len(row_cands)), lengths)
+                cand_match[i, :at], cand_lines[i, : len(row_cands)] = state.features(row_cands)
             template_ids[i, : len(row_cands)] = [template_id(t) for _, t in candidates[i]]
             mask[i, : len(row_cands)] = True
         return TokenInputs(ctx_ids, ctx_seg, ctx_clause, cand_ids, cand_slot, cand_match, cand_lines, template_ids,
                            mask)
 
 
-Overlaps = list[tuple[list[int], list[float]]]  # per group (notes, room): tokens held and rarity sum, per clause
+_PAIR = np.int64(1 << 32)  # a (token, token) pair as one int64 key: token ids are below 2**31
 
 
 class StateTokens:
-    """One state read into tokens, with the sets the exact-match features look tokens up in."""
+    """One state read into tokens, with what the exact-match features look candidates' tokens up in, as arrays:
+    `features` reads all of a row's candidates with a few numpy passes, not a Python loop over their tokens (with
+    ScienceWorld's ~1,000 candidates a state that loop cost as much as θ's inference of it)."""
 
     def __init__(self, ids: np.ndarray, seg: np.ndarray, clause: np.ndarray,
                  by_seg: dict[int, list[tuple[int, tuple[int, ...]]]]) -> None:
         self.ids, self.seg, self.clause = ids, seg, clause
         notes = by_seg.get(NOTES, [])
         room = by_seg.get(OBSERVATION, []) + by_seg.get(INVENTORY, [])
-        self.sets = [{t for _, c in by_seg.get(s, []) for t in c} for s in (GOAL, NOTES, OBSERVATION, INVENTORY)]
+        self.sets = [np.fromiter({t for _, c in by_seg.get(s, []) for t in c}, np.int64)
+                     for s in (GOAL, NOTES, OBSERVATION, INVENTORY)]
         # Ordered pairs within a clause, at most one token apart: "slice red" is in "slice the red potato".
-        self.pairs = [{(c[k], c[k + gap]) for _, c in group for gap in (1, 2) for k in range(len(c) - gap)}
-                      for group in (notes, room)]
-        self.lines = [[number for number, _ in group] for group in (notes, room)]  # clause numbers, in order
-        # token -> the positions in self.lines[g] of the clauses holding it: a candidate's overlap with every
-        # clause comes from its own few tokens, not from a set intersection with each clause.
+        self.pairs = [np.fromiter({c[k] * _PAIR + c[k + gap] for _, c in group for gap in (1, 2)
+                                   for k in range(len(c) - gap)}, np.int64) for group in (notes, room)]
+        self.lines = [np.asarray([number for number, _ in group], np.int64) for group in (notes, room)]
+        # Per group, each (token, clause position) it occurs at, sorted by token, with the token's rarity: a token
+        # found in many clauses ("in", "the") says little about which clause a candidate names.
         self.holders = [self._holders(group) for group in (notes, room)]
-        # A token found in many clauses ("in", "the") says little about which clause a candidate names.
-        self.rarity = [{t: 1.0 / len(at) for t, at in holders.items()} for holders in self.holders]
-        self._candidates: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, list[int]]] = {}
-
-    def candidate(self, ids: tuple[int, ...], seen: bool) -> tuple[np.ndarray, list[int]]:
-        """`match` and `lines_named` of a candidate, remembered (training reads the same steps many times)."""
-        got = self._candidates.get((ids, seen))
-        if got is None:
-            overlaps = self.overlaps(set(ids))
-            got = self._candidates[(ids, seen)] = (self.match(ids, seen, overlaps), self.lines_named(overlaps))
-        return got
+        # candidate -> (its block of features, its rows' start and end in it, the clauses it names)
+        self._read: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, int, int, np.ndarray]] = {}
 
     @staticmethod
-    def _holders(group: list[tuple[int, tuple[int, ...]]]) -> dict[int, list[int]]:
-        holders: dict[int, list[int]] = {}
-        for position, (_, tokens) in enumerate(group):
-            for t in set(tokens):
-                holders.setdefault(t, []).append(position)
-        return holders
+    def _holders(group: list[tuple[int, tuple[int, ...]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pairs = sorted({(t, position) for position, (_, tokens) in enumerate(group) for t in tokens})
+        tokens = np.asarray([t for t, _ in pairs], np.int64)
+        positions = np.asarray([position for _, position in pairs], np.int64)
+        count = np.unique(tokens, return_counts=True)[1]
+        return tokens, positions, np.repeat(1.0 / np.maximum(count, 1), count)
 
-    def overlaps(self, unique: set[int]) -> Overlaps:
-        """Per group (notes, room), for each of its clauses: how many of the distinct tokens `unique` it holds,
-        and the sum of their rarities."""
-        out = []
-        for lines, holders, rarity in zip(self.lines, self.holders, self.rarity, strict=True):
-            counts, scores = [0] * len(lines), [0.0] * len(lines)
-            for t in unique:
-                for position in holders.get(t, ()):
-                    counts[position] += 1
-                    scores[position] += rarity[t]
-            out.append((counts, scores))
-        return out
+    def features(self, cands: Sequence[tuple[tuple[int, ...], bool]]) -> tuple[np.ndarray, np.ndarray]:
+        """MATCH_FEATURES [N, F] of the candidates' tokens, packed in order, and [A, NOTE_LINES + 1] the clause
+        numbers each names most (0 = none): up to NOTE_LINES notes clauses tied for the best score, then the best
+        room clause, a clause's score being the rarities of the candidate's distinct tokens it holds. Each
+        candidate's are remembered (training reads the same states again, a few of their candidates each time)."""
+        misses = [c for c in dict.fromkeys(cands) if c not in self._read]
+        if misses:
+            match, named = self._features(misses)
+            ends = np.cumsum([len(ids) for ids, _ in misses]).tolist()
+            starts = [0, *ends[:-1]]
+            self._read.update((c, (match, start, end, named[i]))
+                              for i, (c, start, end) in enumerate(zip(misses, starts, ends, strict=True)))
+            if len(misses) == len(cands):  # a state not read before (search's): the block as computed
+                return match, named
+        read = [self._read[c] for c in cands]
+        return np.concatenate([m[start:end] for m, start, end, _ in read]), np.stack([n for *_, n in read])
 
-    def match(self, ids: tuple[int, ...], seen: bool, overlaps: Overlaps) -> np.ndarray:
-        """MATCH_FEATURES [len(ids), F] of one candidate's tokens, given its `overlaps`."""
-        unique = len(set(ids))
-        coverage = [max(counts, default=0) / unique for counts, _ in overlaps]
-        rows = [[token in s for s in self.sets]
-                + ([(ids[t - 1], token) in p for p in self.pairs] if t else [False, False])
-                + coverage + [t == 0, seen]
-                for t, token in enumerate(ids)]
-        return np.asarray(rows, np.float32).reshape(len(ids), len(MATCH_FEATURES))
-
-    def lines_named(self, overlaps: Overlaps) -> list[int]:
-        """The clause numbers a candidate names most, from its `overlaps` (its tokens weighted by rarity; 0 =
-        none): up to NOTE_LINES notes clauses tied for the best score, then the best room clause."""
-        best: list[list[int]] = []
-        for lines, (_, scores) in zip(self.lines, overlaps, strict=True):
-            top = max(scores, default=0.0)
-            best.append([number for score, number in zip(scores, lines, strict=True)
-                         if top > 0 and score >= top - 1e-9])
-        notes = (best[0] + [0] * NOTE_LINES)[:NOTE_LINES]
-        return [*notes, best[1][0] if best[1] else 0]
+    def _features(self, cands: Sequence[tuple[tuple[int, ...], bool]]) -> tuple[np.ndarray, np.ndarray]:
+        a = len(cands)
+        lengths = np.fromiter((len(ids) for ids, _ in cands), np.int64, a)
+        tokens = np.fromiter((t for ids, _ in cands for t in ids), np.int64, int(lengths.sum()))
+        slot = np.repeat(np.arange(a), lengths)
+        first = np.zeros(len(tokens), bool)
+        first[np.cumsum(lengths) - lengths] = True
+        previous = np.concatenate([[0], tokens[:-1]]) * _PAIR + tokens
+        distinct = np.unique(slot * _PAIR + tokens)  # each candidate's distinct tokens, by candidate
+        d_slot, d_token = distinct // _PAIR, distinct % _PAIR
+        unique = np.bincount(d_slot, minlength=a).clip(min=1)
+        coverage, named = [], np.zeros((a, NOTE_LINES + 1), np.int64)
+        for g, (lines, (held, positions, rarity)) in enumerate(zip(self.lines, self.holders, strict=True)):
+            if not len(lines):  # no notes (or no room): nothing covered, nothing named
+                coverage.append(np.zeros(a))
+                continue
+            # Every (distinct token, clause holding it): the run of `held` equal to each token.
+            lo, hi = np.searchsorted(held, d_token, "left"), np.searchsorted(held, d_token, "right")
+            n = hi - lo
+            index = np.arange(int(n.sum())) + np.repeat(lo - (np.cumsum(n) - n), n)
+            rows, columns = np.repeat(d_slot, n), positions[index]
+            counts, scores = np.zeros((a, len(lines))), np.zeros((a, len(lines)))
+            np.add.at(counts, (rows, columns), 1.0)
+            np.add.at(scores, (rows, columns), rarity[index])
+            coverage.append(counts.max(1) / unique)
+            top = scores.max(1, keepdims=True)
+            tied = (scores >= top - 1e-9) & (top > 0)
+            if g == 0:  # notes: the first NOTE_LINES tied, in order
+                rank = np.cumsum(tied, 1)
+                r, c = np.nonzero(tied & (rank <= NOTE_LINES))
+                named[r, rank[r, c] - 1] = lines[c]
+            else:  # room: the first tied
+                has = tied.any(1)
+                named[has, -1] = lines[tied[has].argmax(1)]
+        seen = np.fromiter((s for _, s in cands), bool, a)
+        columns = [np.isin(tokens, s) for s in self.sets]
+        columns += [np.isin(previous, p) & ~first for p in self.pairs]
+        columns += [c[slot] for c in coverage] + [first, seen[slot]]
+        return np.stack(columns, 1).astype(np.float32), named
