@@ -170,7 +170,9 @@ class Learner:
             important[ex.taken] += 2.0
         must = np.flatnonzero(important > 0)
         must = must[np.argsort(-important[must], kind="stable")][:cap]
-        rest = np.setdiff1d(np.arange(n), must)
+        free = np.ones(n, bool)
+        free[must] = False
+        rest = np.flatnonzero(free)  # what setdiff1d gave, sorted, without its sort: the same draws below
         extra = self.rng.choice(rest, size=min(cap - len(must), len(rest)), replace=False)
         return np.sort(np.concatenate([must, extra]))
 
