@@ -54,7 +54,7 @@ def features_one_by_one(by_seg: dict[int, list[tuple[int, tuple[int, ...]]]],
     dicts (`bench reader`'s baseline, and the tests' reference): the state's clauses by segment, `by_seg` as
     `TokenFeaturizer` reads them."""
     notes, room = by_seg.get(tokens.NOTES, []), by_seg.get(tokens.OBSERVATION, []) + by_seg.get(tokens.INVENTORY, [])
-    sets = [{t for _, c in by_seg.get(s, []) for t in c} for s in SEGMENTS]
+    sets = [{t for _, c in by_seg.get(s, []) for t in c} for s in tokens.MATCHED_SEGMENTS]
     pairs = [{(c[k], c[k + gap]) for _, c in group for gap in (1, 2) for k in range(len(c) - gap)}
              for group in (notes, room)]
     lines = [[number for number, _ in group] for group in (notes, room)]
@@ -84,15 +84,13 @@ def features_one_by_one(by_seg: dict[int, list[tuple[int, tuple[int, ...]]]],
     return np.asarray(rows, np.float32).reshape(-1, len(tokens.MATCH_FEATURES)), np.asarray(named, np.int64)
 
 
-SEGMENTS = (tokens.GOAL, tokens.NOTES, tokens.OBSERVATION, tokens.INVENTORY)
-
 
 def clauses_by_segment(state: tokens.StateTokens) -> dict[int, list[tuple[int, tuple[int, ...]]]]:
     """A read state's clauses under their segments ((clause number, token ids)), as `TokenFeaturizer` built them."""
     by_seg: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
     for number in np.unique(state.clause):
         at = state.clause == number
-        if int(state.seg[at][0]) in SEGMENTS:
+        if int(state.seg[at][0]) in tokens.MATCHED_SEGMENTS:
             by_seg.setdefault(int(state.seg[at][0]), []).append((int(number), tuple(state.ids[at].tolist())))
     return by_seg
 

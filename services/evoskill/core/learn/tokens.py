@@ -34,6 +34,7 @@ from evoskill.core.state_text import NOTES_HEADER, SEEN_MARK
 PAD = 0
 START, GOAL, NOTES, OBSERVATION, INVENTORY = 1, 2, 3, 4, 5  # segment ids; 0 = padding
 NUM_SEGMENTS = 6
+MATCHED_SEGMENTS = (GOAL, NOTES, OBSERVATION, INVENTORY)  # what a candidate's tokens are looked up in
 MATCH_FEATURES = ("in goal", "in notes", "in observation", "in inventory", "pair in notes", "pair in observation",
                   "notes line coverage", "observation line coverage", "first token", "been there")
 # Tokens kept per segment: the room and the notes matter most; a long feedback must not crowd them out. The
@@ -218,7 +219,7 @@ class StateTokens:
         notes = by_seg.get(NOTES, [])
         room = by_seg.get(OBSERVATION, []) + by_seg.get(INVENTORY, [])
         self.sets = [np.fromiter({t for _, c in by_seg.get(s, []) for t in c}, np.int64)
-                     for s in (GOAL, NOTES, OBSERVATION, INVENTORY)]
+                     for s in MATCHED_SEGMENTS]
         # Ordered pairs within a clause, at most one token apart: "slice red" is in "slice the red potato".
         self.pairs = [np.fromiter({c[k] * _PAIR + c[k + gap] for _, c in group for gap in (1, 2)
                                    for k in range(len(c) - gap)}, np.int64) for group in (notes, room)]
