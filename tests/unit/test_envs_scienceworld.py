@@ -241,8 +241,10 @@ def test_the_listing_joined_in_the_jvm_is_the_java_lists_own(env: ScienceWorldAd
 
     obs = env.reset(seed=0, fold="train")
     env.step(obs.valid_actions[0])
-    with env._fixed_draws:  # as `_info` lists
-        listed, by_element = env.listed(), listing_by_element(env)
+    with env._fixed_draws:  # each listing as `_info` reads it: from the same draws
+        listed = env.listed()
+    with env._fixed_draws:
+        by_element = listing_by_element(env)
     assert len(listed) > 50 and listed == by_element  # the same actions in the same order
 
 
