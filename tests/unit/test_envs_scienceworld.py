@@ -231,21 +231,8 @@ def test_both_replay_modes_of_the_replay_bench_reach_the_recorded_state() -> Non
     from evoskill.bench.replay import gold_prefix, time_restores
 
     actions = gold_prefix(TASK, 0, 2)
-    seconds = time_restores(TASK, 0, actions, repeats=1)  # raises where a mode or a listing reads another state
-    assert actions and {m: len(s) for m, s in seconds.items()} == {"quiet": 2, "full": 2, "joined": 2,
-                                                                    "by_element": 2}
-
-
-def test_the_listing_joined_in_the_jvm_is_the_java_lists_own(env: ScienceWorldAdapter) -> None:
-    from evoskill.bench.replay import listing_by_element
-
-    obs = env.reset(seed=0, fold="train")
-    env.step(obs.valid_actions[0])
-    with env._fixed_draws:  # each listing as `_info` reads it: from the same draws
-        listed = env.listed()
-    with env._fixed_draws:
-        by_element = listing_by_element(env)
-    assert len(listed) > 50 and listed == by_element  # the same actions in the same order
+    seconds = time_restores(TASK, 0, actions, repeats=1)  # raises where a mode reaches another state
+    assert actions and {m: len(s) for m, s in seconds.items()} == {"quiet": 2, "full": 2}
 
 
 @pytest.mark.slow

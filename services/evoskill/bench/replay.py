@@ -4,9 +4,7 @@ observations skipped (`quiet_replays`, the product path) and read as a live step
 A search probe on ScienceWorld or TextWorldExpress restores its node's state by a reset and a replay of the
 episode's actions, then steps the child; the replay's observations are never read (the snapshot's recorded one
 is). The states restored are prefixes of a train-fold gold path, played on an environment without gold-path
-generation (as the sandbox's sessions are); the two modes alternate, ABBA, on the same environment. On
-ScienceWorld the restored state's listed actions are also read both ways: joined in the JVM (one py4j reply, the
-product) and by element (a reply per action, before).
+generation (as the sandbox's sessions are); the two modes alternate, ABBA, on the same environment.
 
     evoskill bench replay --env 'sciworld:grow-plant?easy=1' --steps 5,10,20 --json bench-replay.json
 """
@@ -23,18 +21,10 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.envs import make_env
-from evoskill.envs.scienceworld_env import ScienceWorldAdapter
 from evoskill.platform.config import Settings
 from evoskill.platform.provenance import write_report
 
 MODES = {"quiet": True, "full": False}  # ScienceWorldAdapter.quiet_replays
-LISTINGS = ("joined", "by_element")  # a step's listed actions: one py4j reply (the product), or one per action
-
-
-def listing_by_element(env: ScienceWorldAdapter) -> list[str]:
-    """The listing as the adapter read it before `ScienceWorldAdapter.listed`: the Java list iterated from
-    Python, a py4j round trip per action."""
-    return list(env._env.server.getValidActionObjectCombinations())
 
 
 def gold_prefix(spec: str, seed: int, steps: int) -> list[str]:
@@ -51,9 +41,8 @@ def gold_prefix(spec: str, seed: int, steps: int) -> list[str]:
 
 
 def time_restores(spec: str, seed: int, actions: list[str], repeats: int) -> dict[str, list[float]]:
-    """Seconds per restore of the state after `actions`, per mode, the modes in ABBA order; and on ScienceWorld
-    seconds per listing of that state's actions, both ways, ABBA (a probe lists the state it reaches)."""
-    seconds: dict[str, list[float]] = {mode: [] for mode in (*MODES, *LISTINGS)}
+    """Seconds per restore of the state after `actions`, per mode, the modes in ABBA order."""
+    seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
     with closing(make_env(spec, gold_path=False)) as env:
         if not hasattr(env, "quiet_replays"):
             raise ValueError(f"{spec}: its adapter replays nothing (a native state copy or in-place snapshots)")
@@ -69,17 +58,7 @@ def time_restores(spec: str, seed: int, actions: list[str], repeats: int) -> dic
                 seconds[mode].append(time.perf_counter() - started)
                 if restored != recorded:
                     raise AssertionError(f"{mode} replay of {len(actions)} steps reached another state")
-            if isinstance(env, ScienceWorldAdapter):
-                with env._fixed_draws:  # each listing as `_info` reads it: from the same draws
-                    reference = listing_by_element(env)
-                for way in ("joined", "by_element", "by_element", "joined"):
-                    with env._fixed_draws:
-                        started = time.perf_counter()
-                        listed = env.listed() if way == "joined" else listing_by_element(env)
-                        seconds[way].append(time.perf_counter() - started)
-                    if listed != reference:
-                        raise AssertionError(f"the listing read {way} differs after {len(actions)} steps")
-    return {way: samples for way, samples in seconds.items() if samples}
+    return seconds
 
 
 def run_replay_bench(json_path: Path | None, spec: str, steps: list[int], repeats: int, seed: int) -> dict[str, Any]:
@@ -88,20 +67,12 @@ def run_replay_bench(json_path: Path | None, spec: str, steps: list[int], repeat
     for n in steps:
         actions = gold_prefix(spec, seed, n)
         seconds = time_restores(spec, seed, actions, repeats)
-        medians = {way: statistics.median(samples) for way, samples in seconds.items()}
-        row = {"steps": len(actions), "quiet_s": medians["quiet"], "full_s": medians["full"],
-               "speedup": medians["full"] / medians["quiet"], "samples": seconds}
-        if "joined" in medians:
-            row |= {"listing_joined_s": medians["joined"], "listing_by_element_s": medians["by_element"],
-                    "listing_speedup": medians["by_element"] / medians["joined"]}
-        rows.append(row)
-    table = Table("replayed steps", "quiet (product) s", "full s", "full / quiet", "listing joined (product) s",
-                  "listing by element s", "by element / joined", title=f"restore on {spec}")
+        quiet, full = (statistics.median(seconds[m]) for m in ("quiet", "full"))
+        rows.append({"steps": len(actions), "quiet_s": quiet, "full_s": full, "speedup": full / quiet,
+                     "samples": seconds})
+    table = Table("replayed steps", "quiet (product) s", "full s", "full / quiet", title=f"restore on {spec}")
     for row in rows:
-        listing = ([f"{row['listing_joined_s']:.4f}", f"{row['listing_by_element_s']:.4f}",
-                    f"{row['listing_speedup']:.2f}×"] if "listing_joined_s" in row else ["–"] * 3)
-        table.add_row(str(row["steps"]), f"{row['quiet_s']:.3f}", f"{row['full_s']:.3f}", f"{row['speedup']:.2f}×",
-                      *listing)
+        table.add_row(str(row["steps"]), f"{row['quiet_s']:.3f}", f"{row['full_s']:.3f}", f"{row['speedup']:.2f}×")
     console.print(table)
     summary = {"env": spec, "seed": seed, "repeats": repeats, "rows": rows}
     if json_path is not None:

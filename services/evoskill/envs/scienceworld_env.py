@@ -27,7 +27,6 @@ _AMBIGUOUS = "Ambiguous request"
 # docs/results.md); `_FixedDraws` gives each listing the same draws and hands the simulation its own back.
 _SAME_NAMES_EVERY_BUILD = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2 --add-opens=java.base/java.util=ALL-UNNAMED"
 _LISTING_SEED = 0
-_LISTING_SEPARATOR = "\x00"  # between listed actions sent at once: no action's text holds a NUL
 _LCG_MULTIPLIER = 0x5DEECE66D  # java.util.Random.setSeed(s) stores s ^ this: how a saved state is put back
 _JVM_OPTIONS_LOCK = threading.Lock()
 # Listed at every step, and no agent's to take: the runner resets episodes. Mid-episode it restarts the game, its
@@ -124,7 +123,6 @@ class ScienceWorldAdapter(BaseTextEnv):
         super().__init__(spec, **options)
         self._env: Any = _start_jvm()
         self._fixed_draws = _FixedDraws(self._env)
-        self._java_string = self._env._gateway.jvm.java.lang.String
         # Gold paths come from a JVM of their own, started on the first one asked for: generating one leaves its
         # JVM's resets slow for good (mendelian-genetics: 0.1-0.5 s before, 5-9 s after, any variation), and every
         # replay that restores a state starts with a reset.
@@ -235,14 +233,9 @@ class ScienceWorldAdapter(BaseTextEnv):
                 "inv": str(server.freeActionInventory()),
                 "taskDesc": str(server.freeActionTaskDesc()),
             }
-            info["valid"] = self._shown_listing(info) if self.shown_names else self.listed()
+            info["valid"] = self._shown_listing(info) if self.shown_names else list(
+                server.getValidActionObjectCombinations())
             return info
-
-    def listed(self) -> list[str]:
-        """ScienceWorld's listed actions, joined in the JVM and sent in one py4j reply: iterating its Java list
-        from Python costs a round trip an action, hundreds to thousands a state (`bench replay` times both)."""
-        joined = str(self._java_string.join(_LISTING_SEPARATOR, self._env.server.getValidActionObjectCombinations()))
-        return joined.split(_LISTING_SEPARATOR) if joined else []
 
     def _shown_listing(self, info: dict[str, Any]) -> list[str]:
         """The listed actions, each object called as the room or the inventory shows it (`renamed_actions`)."""
