@@ -118,6 +118,19 @@ def test_the_summary_gives_each_row_mean_and_spread_over_seeds_and_prints_them()
     assert "no offline data" in text and "75% ± 35%" in text and "0.75 ± 0.35" in text and "100% 50%" in text
 
 
+def test_a_scienceworld_ablation_gives_each_rows_score_on_its_own_scale() -> None:
+    suite = SUITES["scienceworld-find-animal"]
+    rows = [AblationRow(a, AgentRow(a.name, suite.budget.simulations)) for a in ABLATIONS]
+    for row in rows:
+        row.record(report(0.05, 0.775, 229.0, ("look around",)))
+    result = ablation_summary(suite, False, rows, {"episodes": 5}, [{"seed": 0}], {"total_s": 1.0}, {})
+    assert [r["score_scienceworld_mean"] for r in result["rows"]] == [pytest.approx(77.5)] * len(ABLATIONS)
+    console = Console(record=True, width=250)
+    show_ablation(console, result)
+    assert "full system 77.5 ± 0.0" in console.export_text()
+    assert "score_scienceworld_mean" not in ablation_summary(SUITES["coin"], False, rows, {}, [], {}, {})["rows"][0]
+
+
 def test_the_ablate_switch_runs_the_ablation_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     called: dict[str, object] = {}
 

@@ -40,7 +40,15 @@ from rich.console import Console
 from rich.table import Table
 
 from evoskill.bench.outer_loop import AgentRow, EvalArgs, evaluate, stack
-from evoskill.bench.quality import TEST_GAMES, offline_library, setting_overrides, shared_game_cache, train_theta
+from evoskill.bench.quality import (
+    TEST_GAMES,
+    offline_library,
+    scienceworld_scale,
+    setting_overrides,
+    shared_game_cache,
+    show_scienceworld_scale,
+    train_theta,
+)
 from evoskill.bench.suites import Suite
 from evoskill.core.agent import AgentKind
 from evoskill.core.errors import InvalidInput
@@ -244,6 +252,7 @@ def ablation_summary(suite: Suite, quick: bool, rows: list[AblationRow], demos: 
             mean, sd = f.mean_sd(values) if values else (0.0, 0.0)
             entry.update({name: values, f"{name}_mean": mean, f"{name}_sd": sd})
         entry["diversity_over_seeds"] = action_diversity(row.episodes)
+        entry.update(scienceworld_scale(suite.env, entry))
         out.append(entry)
     full = out[0]
     comparisons = {f"full_minus_{r['row'].removeprefix('no ').replace(' ', '_')}_{figure}":
@@ -270,6 +279,7 @@ def show_ablation(console: Console, result: dict[str, Any]) -> None:
                       f"{r['env_steps_mean']:.0f} ± {r['env_steps_sd']:.0f}",
                       f"{r['diversity_mean']:.2f} ± {r['diversity_sd']:.2f}", f"{r['diversity_over_seeds']:.2f}")
     console.print(table)
+    show_scienceworld_scale(console, [(r["row"], r) for r in result["rows"]])
     console.print("full system: " + ", ".join(known(result["full"])) + " (a --set of the same changes it)")
     wall = result["wall_time_s"]
     console.print(f"wall time: {wall.get('total_s', 0.0) / 60:.1f} min (library {wall.get('library_s', 0.0):.0f}s)"

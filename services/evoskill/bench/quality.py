@@ -27,7 +27,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -318,6 +318,21 @@ def online_only(budget: Budget) -> tuple[int, int]:
     return epochs, max(-(-total // epochs), 1)
 
 
+def scienceworld_scale(env: str, entry: Mapping[str, Any]) -> dict[str, float]:
+    """A ScienceWorld row's mean score and sd on its own scale, the anchors' (the normalised score × 100)."""
+    if not env.startswith("sciworld:"):
+        return {}
+    return {"score_scienceworld_mean": 100 * entry["score_mean"], "score_scienceworld_sd": 100 * entry["score_sd"]}
+
+
+def show_scienceworld_scale(console: Console, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    own = [f"{name} {row['score_scienceworld_mean']:.1f} ± {row['score_scienceworld_sd']:.1f}"
+           for name, row in rows if "score_scienceworld_mean" in row]
+    if own:
+        console.print("score on ScienceWorld's scale (0-100; the adapter reads a failure's -100 as 0): "
+                      + ", ".join(own))
+
+
 def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict[str, Any],
                     trained: list[dict[str, Any]], wall: dict[str, float], overrides: dict[str, str]) -> dict[str, Any]:
     agents = []
@@ -330,9 +345,7 @@ def quality_summary(suite: Suite, quick: bool, rows: list[AgentRow], demos: dict
                              ("walks_back", row.walks_back)):
             mean, sd = row.mean_sd(values) if values else (0.0, 0.0)
             entry.update({name: values, f"{name}_mean": mean, f"{name}_sd": sd})
-        if suite.env.startswith("sciworld:"):  # its own scale, the anchors': the normalised score × 100
-            entry.update(score_scienceworld_mean=100 * entry["score_mean"],
-                         score_scienceworld_sd=100 * entry["score_sd"])
+        entry.update(scienceworld_scale(suite.env, entry))
         agents.append(entry)
     by_name = {row_name(a["agent"]): a for a in agents}
     comparisons = {}
@@ -370,11 +383,7 @@ def show_quality(console: Console, result: dict[str, Any]) -> None:
     console.print(f"wall time: {wall.get('total_s', 0.0) / 60:.1f} min (library {wall.get('library_s', 0.0):.0f}s)"
                   f"{'' if result['within_budget'] else ' — over the budget'}; baselines are played once "
                   "(they do not depend on θ)")
-    own = [f"{a['agent']} {a['score_scienceworld_mean']:.1f} ± {a['score_scienceworld_sd']:.1f}"
-           for a in result["agents"] if "score_scienceworld_mean" in a]
-    if own:
-        console.print("score on ScienceWorld's scale (0-100; the adapter reads a failure's -100 as 0): "
-                      + ", ".join(own))
+    show_scienceworld_scale(console, [(a["agent"], a) for a in result["agents"]])
     for t in result["trained"]:
         if choice := t.get("choice"):
             console.print(f"seed {t['seed']}: {choice['setting']}={choice['chosen']} chosen on the dev fold ("
