@@ -231,22 +231,8 @@ def test_both_replay_modes_of_the_replay_bench_reach_the_recorded_state() -> Non
     from evoskill.bench.replay import gold_prefix, time_restores
 
     actions = gold_prefix(TASK, 0, 2)
-    seconds = time_restores(TASK, 0, actions, repeats=1)  # raises where a mode or a listing reads another state
-    assert actions and {m: len(s) for m, s in seconds.items()} == {"quiet": 2, "full": 2, "json": 2, "java_list": 2}
-
-
-def test_the_json_listing_lists_the_java_lists_actions(env: ScienceWorldAdapter) -> None:
-    from evoskill.bench.replay import listing_by_element
-
-    obs = env.reset(seed=0, fold="train")
-    for action in (env.gold_path() or [])[:3]:
-        with env._fixed_draws:  # each listing in draws of its own, as `_info` reads it
-            listed = env.listed()
-        with env._fixed_draws:
-            by_element = listing_by_element(env)
-        assert len(listed) > 20 and sorted(listed) == sorted(by_element)
-        assert set(obs.valid_actions) == set(listed) - {"reset task"}  # the runner resets, no agent
-        obs, _ = env.step(action)
+    seconds = time_restores(TASK, 0, actions, repeats=1)  # raises where a mode reaches another state
+    assert actions and {m: len(s) for m, s in seconds.items()} == {"quiet": 2, "full": 2}
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import threading
@@ -234,15 +233,9 @@ class ScienceWorldAdapter(BaseTextEnv):
                 "inv": str(server.freeActionInventory()),
                 "taskDesc": str(server.freeActionTaskDesc()),
             }
-            info["valid"] = self._shown_listing(info) if self.shown_names else self.listed()
+            info["valid"] = self._shown_listing(info) if self.shown_names else list(
+                server.getValidActionObjectCombinations())
             return info
-
-    def listed(self) -> list[str]:
-        """The listed actions, read from ScienceWorld's JSON listing: the same actions as its Java list, in another
-        order (an observation sorts them), in one py4j reply, where the list's Scala wrapper is read an action a
-        round trip (1.4-1.8x the time on 770-880 actions: `bench replay`)."""
-        listing = json.loads(str(self._env.server.getValidActionObjectCombinationsJSON()))["validActions"]
-        return [str(entry["action"]) for entry in listing]
 
     def _shown_listing(self, info: dict[str, Any]) -> list[str]:
         """The listed actions, each object called as the room or the inventory shows it (`renamed_actions`)."""
