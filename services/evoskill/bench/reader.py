@@ -84,7 +84,6 @@ def features_one_by_one(by_seg: dict[int, list[tuple[int, tuple[int, ...]]]],
     return np.asarray(rows, np.float32).reshape(-1, len(tokens.MATCH_FEATURES)), np.asarray(named, np.int64)
 
 
-
 def clauses_by_segment(state: tokens.StateTokens) -> dict[int, list[tuple[int, tuple[int, ...]]]]:
     """A read state's clauses under their segments ((clause number, token ids)), as `TokenFeaturizer` built them."""
     by_seg: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
